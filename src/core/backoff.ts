@@ -1,0 +1,67 @@
+import type { Random } from "./clock.js";
+
+/** spec §5.1. */
+export interface RetryPolicy {
+  maxAttempts: number;
+  baseMs: number;
+  factor: number;
+  capMs: number;
+  floorMs: number;
+}
+
+export const DEFAULT_RETRY: Readonly<RetryPolicy> = Object.freeze({
+  maxAttempts: 4,
+  baseMs: 5_000,
+  factor: 4,
+  capMs: 15 * 60_000,
+  floorMs: 1_000,
+});
+
+/** Upper bound of the delay after attempt n (n ≥ 1): min(cap, base·factor^(n−1)). */
+export function backoffCeilingMs(attempt: number, p: RetryPolicy): number {
+  const exp = Math.max(0, attempt - 1);
+  // factor^exp overflows to Infinity for large exp; min() keeps it at the cap.
+  return Math.min(p.capMs, p.baseMs * p.factor ** exp);
+}
+
+/**
+ * Full-jitter backoff. spec §5.2.
+ * Why full jitter: tasks that fail together fail for one reason; a
+ * deterministic delay turns their synchronised failure into a synchronised
+ * retry herd that re-breaks the recovering provider (SEM A.6.3).
+ * Invariant: `attempt` is the number of the attempt that just failed, counted
+ * at claim (so the first retry waits up to `baseMs`, fixing SEM A.6.4).
+ */
+export function backoffMs(attempt: number, p: RetryPolicy, random: Random): number {
+  const ceiling = backoffCeilingMs(attempt, p);
+  return Math.max(p.floorMs, Math.floor(ceiling * random()));
+}
+
+export type FailureKind = "error" | "non_retryable" | "timeout" | "unstorable_result";
+
+export type FailureDecision =
+  | { kind: "retry"; delayMs: number }
+  | { kind: "fail"; outcome: "failed" | "faulted" };
+
+/**
+ * What happens after attempt `attempt` failed. spec §5.2–§5.5.
+ * Invariant: at most `maxAttempts` claims happen; faulted only for what the
+ * engine detected (a result it cannot store).
+ */
+export function decideFailure(
+  attempt: number,
+  kind: FailureKind,
+  p: RetryPolicy,
+  random: Random,
+): FailureDecision {
+  switch (kind) {
+    case "unstorable_result":
+      return { kind: "fail", outcome: "faulted" };
+    case "non_retryable":
+      return { kind: "fail", outcome: "failed" };
+    case "error":
+    case "timeout":
+      if (attempt >= p.maxAttempts) return { kind: "fail", outcome: "failed" };
+      return { kind: "retry", delayMs: backoffMs(attempt, p, random) };
+  }
+}

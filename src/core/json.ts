@@ -1,0 +1,114 @@
+import { ValidationError } from "../errors.js";
+
+export const MAX_JSON_DEPTH = 64;
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+/**
+ * Serialises a value that must round-trip exactly through storage. spec §4.6.
+ * Accepts null, booleans, finite numbers, strings, arrays and plain objects;
+ * rejects everything JSON.stringify would silently change (NaN → null,
+ * Date → string, Map → {}, undefined members dropped, functions dropped) and
+ * cycles, naming the path. `undefined` at the top is stored as null.
+ * Invariant: parse(serialize(v)) deep-equals v for every accepted v.
+ */
+export function toStorableJson(value: unknown, what: string, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
+  if (value === undefined) return "null";
+  check(value, what, 0, new Set());
+  const text = JSON.stringify(value);
+  // Byte length only matters near the limit; length·3 bounds UTF-8 bytes.
+  if (text.length * 3 > maxBytes) {
+    const bytes = Buffer.byteLength(text, "utf8");
+    if (bytes > maxBytes) {
+      throw new ValidationError(
+        `${what} is ${bytes} bytes of JSON, over the limit of ${maxBytes}; store large data elsewhere and pass a reference`,
+        "RATCHET_PAYLOAD_TOO_LARGE",
+      );
+    }
+  }
+  return text;
+}
+
+function fail(what: string, path: string, why: string): never {
+  throw new ValidationError(`${what}${path} ${why}`, "RATCHET_INVALID_JSON");
+}
+
+function check(v: unknown, what: string, depth: number, seen: Set<object>, path = ""): void {
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+      return;
+    case "number":
+      if (!Number.isFinite(v)) fail(what, path, `is ${v}, which JSON cannot store`);
+      return;
+    case "object":
+      break;
+    default:
+      fail(what, path, `is a ${typeof v}, which JSON cannot store`);
+  }
+  if (v === null) return;
+  if (depth >= MAX_JSON_DEPTH) fail(what, path, `is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  const obj = v as object;
+  if (seen.has(obj)) fail(what, path, "is a cycle (refers to itself)");
+  seen.add(obj);
+  if (Array.isArray(obj)) {
+    for (let i = 0; i < obj.length; i++) {
+      if (!(i in obj)) fail(what, `${path}[${i}]`, "is a hole in a sparse array");
+      check(obj[i], what, depth + 1, seen, `${path}[${i}]`);
+    }
+  } else {
+    const proto = Object.getPrototypeOf(obj);
+    if (proto !== Object.prototype && proto !== null) {
+      const name = (obj as { constructor?: { name?: string } }).constructor?.name ?? "object";
+      fail(what, path, `is a ${name}, not a plain object; convert it (e.g. a Date to an ISO string) first`);
+    }
+    if (Object.getOwnPropertySymbols(obj).length > 0) fail(what, path, "has symbol keys");
+    for (const key of Object.keys(obj)) {
+      const child = (obj as Record<string, unknown>)[key];
+      const p = `${path}.${key}`;
+      if (child === undefined) fail(what, p, "is undefined; omit the key or use null");
+      check(child, what, depth + 1, seen, p);
+    }
+  }
+  seen.delete(obj);
+}
+
+/** Parses stored JSON; stored text was produced by toStorableJson. */
+export function fromJson<T = unknown>(text: string | null | undefined): T {
+  if (text === null || text === undefined) return null as T;
+  return JSON.parse(text) as T;
+}
+
+export const MAX_ERROR_MESSAGE = 4_000;
+export const MAX_ERROR_STACK = 16_000;
+
+export interface StoredError {
+  name: string;
+  message: string;
+  stack?: string;
+  code?: string;
+}
+
+function cut(s: string, n: number): string {
+  return s.length <= n ? s : `${s.slice(0, n - 15)}… [truncated]`;
+}
+
+/** Bounded error record (spec §4.7). Works for any thrown value. */
+export function toStoredError(err: unknown): StoredError {
+  if (err instanceof Error) {
+    const out: StoredError = {
+      name: cut(err.name || "Error", 200),
+      message: cut(String(err.message), MAX_ERROR_MESSAGE),
+    };
+    if (typeof err.stack === "string") out.stack = cut(err.stack, MAX_ERROR_STACK);
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string") out.code = cut(code, 200);
+    return out;
+  }
+  let message: string;
+  try {
+    message = typeof err === "string" ? err : (JSON.stringify(err) ?? String(err));
+  } catch {
+    message = String(err);
+  }
+  return { name: "NonError", message: cut(message, MAX_ERROR_MESSAGE) };
+}

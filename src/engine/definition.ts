@@ -1,0 +1,150 @@
+/**
+ * Task definitions: the code for a task name. Records name definitions by
+ * `name`; code lives in the process and may be registered or replaced while
+ * the engine runs.
+ */
+import { DEFAULT_RETRY, type RetryPolicy } from "../core/backoff.js";
+import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
+import { ConfigError, ValidationError } from "../errors.js";
+import type { TaskContext } from "./context.js";
+
+/** The Standard Schema interface (zod, valibot, arktype …), the part we use. */
+export interface StandardSchemaV1<Input = unknown, Output = Input> {
+  readonly "~standard": {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) => StandardResult<Output> | Promise<StandardResult<Output>>;
+    readonly types?: { readonly input: Input; readonly output: Output } | undefined;
+  };
+}
+type StandardResult<O> =
+  | { readonly value: O; readonly issues?: undefined }
+  | {
+      readonly issues: readonly {
+        readonly message: string;
+        readonly path?: readonly unknown[] | undefined;
+      }[];
+    };
+
+export interface TaskSpec<I, O> {
+  name: string;
+  /** Raise when the meaning of stored input changes. Default 1. */
+  version?: number;
+  /** Bound of one invocation; the lease is maxMs + grace (spec §4.1). Default 60 s. */
+  maxMs?: number;
+  retry?: Partial<RetryPolicy>;
+  /** Integer in [-1000, 1000]; higher runs first; waiting tasks age upward (spec §3.5). Default 0. */
+  priority?: number;
+  /** Default queue for this task. Default "default". */
+  queue?: string;
+  schema?: StandardSchemaV1<unknown, I>;
+  run(ctx: TaskContext, input: I): Promise<O> | O;
+}
+
+export interface TaskDefinition<I = any, O = any> {
+  readonly name: string;
+  readonly version: number;
+  readonly maxMs: number;
+  readonly retry: Readonly<RetryPolicy>;
+  readonly priority: number;
+  readonly queue: string;
+  readonly schema: StandardSchemaV1<unknown, I> | undefined;
+  readonly run: (ctx: TaskContext, input: I) => Promise<O> | O;
+}
+
+/** Largest timer Node can arm. */
+export const MAX_MS = 2 ** 31 - 1;
+
+const NAME_RE = /^[^\p{Cc}\p{Cf}]+$/u;
+
+/** Names, queues, job names and dedupe keys: 1–200 characters, no control or format characters. */
+export function checkName(value: unknown, what: string): string {
+  if (
+    typeof value !== "string" ||
+    value.length === 0 ||
+    value.length > 200 ||
+    !NAME_RE.test(value) ||
+    value.trim() !== value
+  ) {
+    throw new ValidationError(
+      `${what} must be a string of 1–200 characters without control characters or surrounding spaces (got ${describe(value)})`,
+    );
+  }
+  return value;
+}
+
+export function describe(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
+  if (typeof v === "bigint") return `${v}n`;
+  if (typeof v === "function") return "a function";
+  try {
+    return String(JSON.stringify(v) ?? v).slice(0, 60);
+  } catch {
+    return typeof v;
+  }
+}
+
+function int(v: unknown, what: string, min: number, max: number): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    throw new ConfigError(`${what} must be an integer in [${min}, ${max}] (got ${describe(v)})`);
+  }
+  return v;
+}
+
+export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
+  if (spec === null || typeof spec !== "object") throw new ConfigError("defineTask needs an object");
+  let name: string;
+  try {
+    name = checkName(spec.name, "task name");
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  if (typeof spec.run !== "function") throw new ConfigError(`task "${name}": run must be a function`);
+  const r = { ...DEFAULT_RETRY, ...(spec.retry ?? {}) };
+  const retry: RetryPolicy = {
+    maxAttempts: int(r.maxAttempts, `task "${name}": retry.maxAttempts`, 1, 1000),
+    baseMs: int(r.baseMs, `task "${name}": retry.baseMs`, 0, MAX_MS),
+    factor: r.factor,
+    capMs: int(r.capMs, `task "${name}": retry.capMs`, 0, MAX_MS),
+    floorMs: int(r.floorMs, `task "${name}": retry.floorMs`, 0, MAX_MS),
+  };
+  if (typeof retry.factor !== "number" || !(retry.factor >= 1 && retry.factor <= 100)) {
+    throw new ConfigError(`task "${name}": retry.factor must be a number in [1, 100]`);
+  }
+  if (spec.schema !== undefined && typeof spec.schema?.["~standard"]?.validate !== "function") {
+    throw new ConfigError(`task "${name}": schema must implement Standard Schema (e.g. a zod schema)`);
+  }
+  let queue: string;
+  try {
+    queue = checkName(spec.queue ?? "default", `task "${name}": queue`);
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
+  }
+  return Object.freeze({
+    name,
+    version: int(spec.version ?? 1, `task "${name}": version`, 1, 1_000_000),
+    maxMs: int(spec.maxMs ?? 60_000, `task "${name}": maxMs`, 1, MAX_MS),
+    retry: Object.freeze(retry),
+    priority: int(spec.priority ?? 0, `task "${name}": priority`, MIN_PRIORITY, MAX_PRIORITY),
+    queue,
+    schema: spec.schema,
+    run: spec.run,
+  });
+}
+
+/** Validates input with the definition's schema; returns the schema's output. */
+export async function validateInput(def: TaskDefinition, input: unknown): Promise<unknown> {
+  if (!def.schema) return input;
+  const res = await def.schema["~standard"].validate(input);
+  if (res.issues) {
+    const detail = res.issues
+      .slice(0, 5)
+      .map(
+        (i) =>
+          `${i.path?.length ? `${i.path.map((p) => (typeof p === "object" && p !== null && "key" in p ? String((p as { key: unknown }).key) : String(p))).join(".")}: ` : ""}${i.message}`,
+      )
+      .join("; ");
+    throw new ValidationError(`invalid input for task "${def.name}": ${detail}`);
+  }
+  return res.value;
+}

@@ -1,0 +1,117 @@
+import { type Clock, type Random, systemClock, systemRandom } from "../core/clock.js";
+import { DEFAULT_MAX_PAYLOAD_BYTES } from "../core/json.js";
+import { DEFAULT_TICK_RESERVE_MS } from "../core/tick.js";
+import { ConfigError } from "../errors.js";
+import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { Store } from "../store/store.js";
+import { describe, MAX_MS, type TaskDefinition } from "./definition.js";
+
+export interface Logger {
+  info(msg: string, meta?: unknown): void;
+  warn(msg: string, meta?: unknown): void;
+  error(msg: string, meta?: unknown): void;
+}
+
+export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
+export const consoleLogger: Logger = {
+  info: (m, meta) => console.error(`[ratchet] ${m}`, meta ?? ""),
+  warn: (m, meta) => console.error(`[ratchet] warning: ${m}`, meta ?? ""),
+  error: (m, meta) => console.error(`[ratchet] error: ${m}`, meta ?? ""),
+};
+
+export interface OpenOptions {
+  /** "sqlite:PATH" (default "sqlite:./ratchet.db"), "sqlite::memory:", or a Store. Env RATCHET_STORE is read by the CLI. */
+  store?: string | Store;
+  tasks?: readonly TaskDefinition[];
+  clock?: Clock;
+  random?: Random;
+  /** Lease = maxMs + leaseGraceMs (spec §3.2). Default 10 s. */
+  leaseGraceMs?: number;
+  /** Admission limit per queue (spec §2.7). A number for every queue, or per queue with "*" as the fallback. Default 1,000,000. */
+  maxDepth?: number | Record<string, number>;
+  /** SQLite synchronous mode (spec §10.2). Default NORMAL. */
+  synchronous?: "NORMAL" | "FULL";
+  /** The largest tick budget you run with; definitions that cannot fit it are rejected (spec §8.4). */
+  tickBudgetMs?: number;
+  /** Part of a tick's budget never spent on starting work (spec §8.3). Default 3 s. */
+  tickReserveMs?: number;
+  /** Longest idle poll of a worker. Default 500 ms. */
+  pollIntervalMs?: number;
+  /** Bound of a task input (serialised JSON). Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Bound of a step or task result. Default 1 MiB. */
+  maxResultBytes?: number;
+  workerId?: string;
+  logger?: Logger;
+}
+
+export interface ResolvedOptions {
+  clock: Clock;
+  random: Random;
+  leaseGraceMs: number;
+  maxDepth: (queue: string) => number;
+  tickBudgetMs: number | undefined;
+  tickReserveMs: number;
+  pollIntervalMs: number;
+  maxPayloadBytes: number;
+  maxResultBytes: number;
+  logger: Logger;
+}
+
+function positive(v: unknown, what: string, max = MAX_MS): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > max) {
+    throw new ConfigError(`${what} must be an integer in [0, ${max}] (got ${describe(v)})`);
+  }
+  return v;
+}
+
+export function resolveOptions(o: OpenOptions): ResolvedOptions {
+  const depth = o.maxDepth ?? 1_000_000;
+  let maxDepth: (q: string) => number;
+  if (typeof depth === "number") {
+    const d = positive(depth, "maxDepth", Number.MAX_SAFE_INTEGER);
+    maxDepth = () => d;
+  } else if (depth && typeof depth === "object") {
+    const map = new Map<string, number>();
+    for (const [k, v] of Object.entries(depth))
+      map.set(k, positive(v, `maxDepth["${k}"]`, Number.MAX_SAFE_INTEGER));
+    const fallback = map.get("*") ?? 1_000_000;
+    maxDepth = (q) => map.get(q) ?? fallback;
+  } else throw new ConfigError("maxDepth must be a number or an object of numbers");
+  return {
+    clock: o.clock ?? systemClock,
+    random: o.random ?? systemRandom,
+    leaseGraceMs: positive(o.leaseGraceMs ?? 10_000, "leaseGraceMs"),
+    maxDepth,
+    tickBudgetMs: o.tickBudgetMs === undefined ? undefined : positive(o.tickBudgetMs, "tickBudgetMs"),
+    tickReserveMs: positive(o.tickReserveMs ?? DEFAULT_TICK_RESERVE_MS, "tickReserveMs"),
+    pollIntervalMs: Math.max(1, positive(o.pollIntervalMs ?? 500, "pollIntervalMs")),
+    maxPayloadBytes: positive(
+      o.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+      "maxPayloadBytes",
+      64 * 1024 * 1024,
+    ),
+    maxResultBytes: positive(
+      o.maxResultBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+      "maxResultBytes",
+      64 * 1024 * 1024,
+    ),
+    logger: o.logger ?? consoleLogger,
+  };
+}
+
+/** Parses a store URL. spec §10. */
+export function openStore(spec: string, clock: Clock, synchronous: "NORMAL" | "FULL" | undefined): Store {
+  if (typeof spec !== "string")
+    throw new ConfigError("store must be a string such as sqlite:./ratchet.db, or a Store");
+  if (spec.startsWith("sqlite:")) {
+    const path = spec.slice("sqlite:".length);
+    if (path.length === 0)
+      throw new ConfigError("store sqlite: needs a path, e.g. sqlite:./ratchet.db or sqlite::memory:");
+    if (synchronous !== undefined && synchronous !== "NORMAL" && synchronous !== "FULL") {
+      throw new ConfigError(`synchronous must be "NORMAL" or "FULL" (got ${describe(synchronous)})`);
+    }
+    return new SqliteStore({ path, clock, synchronous });
+  }
+  throw new ConfigError(`unsupported store "${spec}": use sqlite:PATH or sqlite::memory:`);
+}

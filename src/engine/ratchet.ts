@@ -1,0 +1,611 @@
+/**
+ * The public engine: open a store, register definitions, enqueue, run
+ * workers or ticks, read and steer tasks.
+ * Data flows one way: API → engine → core decides → store applies.
+ */
+import { hostname } from "node:os";
+import { findCycle } from "../core/cycles.js";
+import { toStorableJson } from "../core/json.js";
+import { isLive } from "../core/model.js";
+import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
+import { canEverFit } from "../core/tick.js";
+import {
+  ClosedError,
+  ConfigError,
+  CycleError,
+  NotFoundError,
+  RatchetError,
+  TimeoutError,
+  UnknownTaskError,
+  ValidationError,
+} from "../errors.js";
+import type {
+  AbortResult,
+  JobStatus,
+  ListFilter,
+  NeedRef,
+  NewTask,
+  QueueStats,
+  StepRecord,
+  Store,
+  TaskEvent,
+  TaskId,
+  TaskRecord,
+} from "../store/store.js";
+import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
+import { Driver } from "./driver.js";
+import type { ExecutorDeps, RunReport } from "./executor.js";
+import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
+import { Settler } from "./settler.js";
+import { Wakeup } from "./wakeup.js";
+
+export interface EnqueueOptions {
+  queue?: string;
+  priority?: number;
+  /** Earliest start, epoch ms or Date. */
+  runAfter?: number | Date;
+  /** Earliest start as a delay from now (ms). */
+  delayMs?: number;
+  dedupe?: string;
+  job?: string;
+  /** Predecessors: existing task ids; in a batch also -k (the k-th entry before this one) or a `key` of the batch. */
+  needs?: readonly (number | string)[];
+}
+
+export interface BatchEntry extends EnqueueOptions {
+  task: TaskDefinition | string;
+  input?: unknown;
+  /** A name other entries of the same batch can use in `needs`. */
+  key?: string;
+}
+
+export interface StartOptions {
+  concurrency?: number;
+  queues?: string[];
+  /** How long stop()/close() waits for in-flight work before releasing it. Default 10 s. */
+  shutdownTimeoutMs?: number;
+}
+
+export interface TickOptions {
+  budgetMs: number;
+  concurrency?: number;
+  /** Most tasks to start in this tick. Default 1000. */
+  max?: number;
+  queues?: string[];
+}
+
+export interface TickReport {
+  ran: number;
+  done: number;
+  failed: number;
+  retried: number;
+  skipped: number;
+  ms: number;
+  budgetLeft: number;
+}
+
+export interface TaskDetails {
+  task: TaskRecord;
+  needs: TaskId[];
+  steps: StepRecord[];
+  events: TaskEvent[];
+}
+
+const MAX_BATCH = 10_000;
+const MAX_NEEDS = 1_000;
+
+export class Ratchet {
+  readonly store: Store;
+  readonly workerId: string;
+  readonly #o: ResolvedOptions;
+  readonly #registry = new Map<string, TaskDefinition>();
+  readonly #wakeup = new Wakeup();
+  readonly #settler: Settler;
+  readonly #deps: ExecutorDeps;
+  readonly #settledListeners = new Set<(id: TaskId) => void>();
+  #worker:
+    | {
+        driver: Driver;
+        loop: Promise<void>;
+        stop: boolean;
+        shutdownTimeoutMs: number;
+        queues: string[] | undefined;
+      }
+    | undefined;
+  #ticks = new Set<Driver>();
+  #closed = false;
+
+  private constructor(store: Store, o: ResolvedOptions, workerId: string) {
+    this.store = store;
+    this.#o = o;
+    this.workerId = workerId;
+    this.#settler = new Settler(store);
+    this.#deps = {
+      store,
+      clock: o.clock,
+      random: o.random,
+      leaseGraceMs: o.leaseGraceMs,
+      maxStepBytes: o.maxResultBytes,
+      maxResultBytes: o.maxResultBytes,
+      settler: this.#settler,
+      log: (taskId, args) =>
+        o.logger.info(
+          `task ${taskId}: ${args.map((a) => (typeof a === "string" ? a : describe(a))).join(" ")}`,
+        ),
+      onError: (err, taskId) => o.logger.error(`task ${taskId}: could not settle`, err),
+    };
+  }
+
+  /** Opens (and migrates) a store. Misconfiguration fails here, not later. */
+  static async open(options: OpenOptions = {}): Promise<Ratchet> {
+    const o = resolveOptions(options);
+    const store =
+      typeof options.store === "object" && options.store !== null
+        ? options.store
+        : openStore(options.store ?? "sqlite:./ratchet.db", o.clock, options.synchronous);
+    const r = new Ratchet(
+      store,
+      o,
+      options.workerId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`,
+    );
+    try {
+      for (const def of options.tasks ?? []) r.register(def);
+      await store.migrate();
+    } catch (err) {
+      await store.close().catch(() => {});
+      throw err;
+    }
+    return r;
+  }
+
+  // ------------------------------------------------------------- registry
+
+  /** Registers or replaces a definition; takes effect at the next claim. */
+  register(def: TaskDefinition): void {
+    if (!def || typeof def !== "object" || typeof def.run !== "function" || typeof def.name !== "string") {
+      throw new ConfigError("register needs a definition made by defineTask");
+    }
+    if (!canEverFit(def.maxMs, this.#o.tickBudgetMs, this.#o.tickReserveMs)) {
+      throw new ConfigError(
+        `task "${def.name}" can never fit: maxMs ${def.maxMs} + reserve ${this.#o.tickReserveMs} > tickBudgetMs ${this.#o.tickBudgetMs}; split it into smaller steps`,
+      );
+    }
+    this.#registry.set(def.name, def);
+    this.#wakeup.notify();
+  }
+
+  unregister(name: string): boolean {
+    return this.#registry.delete(name);
+  }
+
+  definitions(): TaskDefinition[] {
+    return [...this.#registry.values()];
+  }
+
+  #live(): void {
+    if (this.#closed) throw new ClosedError();
+  }
+
+  // -------------------------------------------------------------- enqueue
+
+  async enqueue(task: TaskDefinition | string, input?: unknown, opts: EnqueueOptions = {}): Promise<TaskId> {
+    const [id] = await this.enqueueMany([{ ...(opts ?? {}), task, input }]);
+    return id!;
+  }
+
+  /** Enqueues a job: every entry gets `job`; one transaction (spec §2.2). */
+  async enqueueJob(job: string, entries: readonly BatchEntry[]): Promise<TaskId[]> {
+    checkName(job, "job name");
+    if (!Array.isArray(entries)) throw new ValidationError("enqueueJob needs an array of entries");
+    return this.enqueueMany(entries.map((e) => ({ ...e, job })));
+  }
+
+  /** spec §2.1–§2.8: validates everything first, then writes the batch in one transaction. */
+  async enqueueMany(entries: readonly BatchEntry[]): Promise<TaskId[]> {
+    this.#live();
+    if (!Array.isArray(entries) || entries.length === 0)
+      throw new ValidationError("enqueue needs at least one entry");
+    if (entries.length > MAX_BATCH)
+      throw new ValidationError(`a batch holds at most ${MAX_BATCH} entries (got ${entries.length})`);
+    const now = this.#o.clock.now();
+    const keys = new Map<string, number>();
+    entries.forEach((e, i) => {
+      if (e?.key !== undefined) {
+        checkName(e.key, `entry ${i}: key`);
+        if (keys.has(e.key))
+          throw new ValidationError(`entry ${i}: key "${e.key}" is used twice in this batch`);
+        keys.set(e.key, i);
+      }
+    });
+    const prepared: NewTask[] = [];
+    const localNeeds: number[][] = [];
+    for (let i = 0; i < entries.length; i++) {
+      const { task, local } = await this.#prepare(entries[i]!, i, now, keys, entries.length);
+      prepared.push(task);
+      localNeeds.push(local);
+    }
+    const cycle = findCycle(
+      entries.map((_, i) => i),
+      (i) => localNeeds[i]!,
+    );
+    if (cycle) throw new CycleError(cycle.map((i) => entries[i]!.key ?? `#${i} ${prepared[i]!.name}`));
+    // Order the batch so predecessors are written first; report ids in the caller's order.
+    const order = topoOrder(entries.length, localNeeds);
+    const pos = new Map(order.map((orig, p) => [orig, p]));
+    const batch = order.map((orig) => ({
+      ...prepared[orig]!,
+      needs: prepared[orig]!.needs.map((n): NeedRef => ("index" in n ? { index: pos.get(n.index)! } : n)),
+    }));
+    const res = await this.store.enqueue(batch, { maxDepth: this.#o.maxDepth });
+    this.#wakeup.notify();
+    return entries.map((_, i) => res[pos.get(i)!]!.id);
+  }
+
+  async #prepare(e: BatchEntry, i: number, now: number, keys: Map<string, number>, size: number) {
+    if (!e || typeof e !== "object") throw new ValidationError(`entry ${i} must be an object`);
+    const def = typeof e.task === "string" ? this.#registry.get(e.task) : e.task;
+    if (typeof e.task === "string" && !def) throw new UnknownTaskError(e.task);
+    if (!def || typeof def.run !== "function")
+      throw new ValidationError(`entry ${i}: task must be a definition or a registered name`);
+    if (typeof e.task !== "string" && !this.#registry.has(def.name)) this.#registry.set(def.name, def);
+    const input = toStorableJson(
+      await validateInput(def, e.input),
+      `input of task "${def.name}"`,
+      this.#o.maxPayloadBytes,
+    );
+    const queue = checkName(e.queue ?? def.queue, `entry ${i}: queue`);
+    const priority = e.priority ?? def.priority;
+    if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY) {
+      throw new ValidationError(
+        `entry ${i}: priority must be an integer in [${MIN_PRIORITY}, ${MAX_PRIORITY}] (got ${describe(priority)})`,
+      );
+    }
+    let delayMs = 0;
+    if (e.runAfter !== undefined && e.delayMs !== undefined)
+      throw new ValidationError(`entry ${i}: give runAfter or delayMs, not both`);
+    if (e.runAfter !== undefined) {
+      const t = e.runAfter instanceof Date ? e.runAfter.getTime() : e.runAfter;
+      if (typeof t !== "number" || !Number.isFinite(t))
+        throw new ValidationError(
+          `entry ${i}: runAfter must be a Date or epoch ms (got ${describe(e.runAfter)})`,
+        );
+      delayMs = Math.max(0, t - now);
+    } else if (e.delayMs !== undefined) {
+      if (typeof e.delayMs !== "number" || !Number.isFinite(e.delayMs) || e.delayMs < 0) {
+        throw new ValidationError(
+          `entry ${i}: delayMs must be a finite number ≥ 0 (got ${describe(e.delayMs)})`,
+        );
+      }
+      delayMs = e.delayMs;
+    }
+    if (delayMs > 100 * 365 * 86_400_000)
+      throw new ValidationError(`entry ${i}: runAfter is more than 100 years away`);
+    const needs: NeedRef[] = [];
+    const local: number[] = [];
+    const list = e.needs ?? [];
+    if (!Array.isArray(list) || list.length > MAX_NEEDS)
+      throw new ValidationError(`entry ${i}: needs must be an array of at most ${MAX_NEEDS} items`);
+    for (const n of list) {
+      if (typeof n === "string") {
+        const j = keys.get(n);
+        if (j === undefined)
+          throw new ValidationError(`entry ${i}: needs "${n}", but no entry of this batch has that key`);
+        if (j === i) throw new CycleError([n, n]);
+        needs.push({ index: j });
+        local.push(j);
+      } else if (Number.isInteger(n) && n < 0) {
+        const j = i + n;
+        if (j < 0 || j >= size)
+          throw new ValidationError(`entry ${i}: needs ${n} points before the start of this batch`);
+        needs.push({ index: j });
+        local.push(j);
+      } else if (Number.isSafeInteger(n) && n > 0) {
+        needs.push({ id: n });
+      } else {
+        throw new ValidationError(
+          `entry ${i}: needs items must be task ids, negative offsets or batch keys (got ${describe(n)})`,
+        );
+      }
+    }
+    const task: NewTask = {
+      name: def.name,
+      version: def.version,
+      queue,
+      input,
+      priority,
+      maxMs: def.maxMs,
+      delayMs,
+      dedupe: e.dedupe === undefined ? null : checkName(e.dedupe, `entry ${i}: dedupe`),
+      job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),
+      needs,
+    };
+    return { task, local };
+  }
+
+  // --------------------------------------------------------------- drivers
+
+  #names(): string[] {
+    return [...this.#registry.keys()];
+  }
+
+  #queues(given: string[] | undefined): string[] {
+    if (given) return given;
+    return [...new Set(["default", ...[...this.#registry.values()].map((d) => d.queue)])];
+  }
+
+  #driver(
+    concurrency: number,
+    queues: () => string[],
+    names: () => string[],
+    onReport?: (r: RunReport) => void,
+  ): Driver {
+    return new Driver({
+      store: this.store,
+      workerId: this.workerId,
+      concurrency,
+      queues,
+      names,
+      definition: (n) => this.#registry.get(n),
+      leaseGraceMs: this.#o.leaseGraceMs,
+      deps: this.#deps,
+      wakeup: this.#wakeup,
+      onReport: (r, task) => {
+        onReport?.(r);
+        if (r === "done" || r === "failed" || r === "aborted")
+          for (const l of this.#settledListeners) l(task.id);
+      },
+    });
+  }
+
+  /** Starts a long-lived worker in this process (spec §8.1). */
+  async start(opts: StartOptions = {}): Promise<void> {
+    this.#live();
+    if (this.#worker) throw new ConfigError("a worker is already running in this Ratchet instance");
+    const concurrency = opts.concurrency ?? 16;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) {
+      throw new ConfigError(`concurrency must be an integer in [1, 10000] (got ${describe(concurrency)})`);
+    }
+    const queues = opts.queues?.map((q) => checkName(q, "queue"));
+    const driver = this.#driver(
+      concurrency,
+      () => this.#queues(queues),
+      () => this.#names(),
+    );
+    const w = {
+      driver,
+      loop: Promise.resolve(),
+      stop: false,
+      shutdownTimeoutMs: opts.shutdownTimeoutMs ?? 10_000,
+      queues,
+    };
+    this.#worker = w;
+    w.loop = this.#workerLoop(w);
+  }
+
+  async #workerLoop(w: { driver: Driver; stop: boolean }): Promise<void> {
+    const pollMin = Math.min(5, this.#o.pollIntervalMs);
+    let delay = pollMin;
+    while (!w.stop) {
+      let started = 0;
+      try {
+        started = await w.driver.fill(Number.POSITIVE_INFINITY);
+      } catch (err) {
+        this.#o.logger.error("claim failed; retrying", err);
+        await this.#wakeup.wait(delay);
+        delay = Math.min(delay * 2, this.#o.pollIntervalMs);
+        continue;
+      }
+      if (w.stop) break;
+      if (started > 0) {
+        delay = pollMin;
+        continue;
+      }
+      let wait = delay;
+      try {
+        const next = await this.store.nextRunAt();
+        if (next !== null) wait = Math.min(delay, Math.max(pollMin, next - this.#o.clock.now()));
+      } catch {
+        // A failed read only means we poll at the current delay.
+      }
+      const woken = await this.#wakeup.wait(wait);
+      delay = woken ? pollMin : Math.min(delay * 2, this.#o.pollIntervalMs);
+    }
+  }
+
+  /** Stops the worker gracefully (spec §8.2). */
+  async stop(): Promise<void> {
+    const w = this.#worker;
+    if (!w) return;
+    w.stop = true;
+    this.#wakeup.notify();
+    await w.loop;
+    await w.driver.drain(w.shutdownTimeoutMs);
+    this.#worker = undefined;
+  }
+
+  /** Drains what fits in budgetMs (spec §8.3). */
+  async tick(opts: TickOptions): Promise<TickReport> {
+    this.#live();
+    if (
+      !opts ||
+      typeof opts.budgetMs !== "number" ||
+      !Number.isInteger(opts.budgetMs) ||
+      opts.budgetMs < 0 ||
+      opts.budgetMs > MAX_MS
+    ) {
+      throw new ValidationError(
+        `tick needs budgetMs, an integer in [0, ${MAX_MS}] (got ${describe(opts?.budgetMs)})`,
+      );
+    }
+    const concurrency = opts.concurrency ?? 6;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000)
+      throw new ValidationError("tick concurrency must be an integer in [1, 10000]");
+    const max = opts.max ?? 1000;
+    if (!Number.isInteger(max) || max < 0) throw new ValidationError("tick max must be an integer ≥ 0");
+    const clock = this.#o.clock;
+    const reserve = this.#o.tickReserveMs;
+    const started = clock.now();
+    const deadline = started + opts.budgetMs;
+    const report: TickReport = { ran: 0, done: 0, failed: 0, retried: 0, skipped: 0, ms: 0, budgetLeft: 0 };
+    const queues = opts.queues?.map((q) => checkName(q, "queue"));
+    const fitting = () => {
+      const remaining = deadline - clock.now();
+      return this.definitions()
+        .filter((d) => d.maxMs + reserve <= remaining)
+        .map((d) => d.name);
+    };
+    const driver = this.#driver(
+      concurrency,
+      () => this.#queues(queues),
+      fitting,
+      (r) => {
+        if (r === "done") report.done++;
+        else if (r === "failed" || r === "aborted") report.failed++;
+        else if (r === "retried") report.retried++;
+      },
+    );
+    this.#ticks.add(driver);
+    try {
+      while (deadline - clock.now() > reserve && report.ran < max) {
+        const n = await driver.fill(max - report.ran);
+        report.ran += n;
+        if (n === 0 && driver.inFlight === 0) break;
+        if (n === 0 || driver.inFlight >= concurrency)
+          await driver.waitForSlot(Math.max(1, Math.min(50, deadline - clock.now() - reserve)));
+      }
+      await driver.allSettled();
+      const notFitting = this.#names().filter((n) => !fitting().includes(n));
+      report.skipped = await this.store.countReady(this.#queues(queues), notFitting, 10_000);
+    } finally {
+      this.#ticks.delete(driver);
+    }
+    report.ms = clock.now() - started;
+    report.budgetLeft = Math.max(0, deadline - clock.now());
+    return report;
+  }
+
+  // ---------------------------------------------------------- operations
+
+  /** spec §7. In this process a running task's signal aborts at once. */
+  async abort(id: TaskId): Promise<AbortResult> {
+    this.#live();
+    const res = await this.store.abort(checkId(id));
+    if (res.state === "marked") {
+      for (const d of [this.#worker?.driver, ...this.#ticks])
+        d?.active(id)?.invocation.end({ kind: "aborted" });
+    }
+    if (res.state !== "marked") for (const l of this.#settledListeners) l(id);
+    return res;
+  }
+
+  /** spec §6.3. */
+  async retry(id: TaskId): Promise<TaskRecord> {
+    this.#live();
+    const rec = await this.store.retry(checkId(id));
+    this.#wakeup.notify();
+    return rec;
+  }
+
+  async get(id: TaskId): Promise<TaskRecord | null> {
+    this.#live();
+    return this.store.get(checkId(id));
+  }
+
+  async details(id: TaskId): Promise<TaskDetails> {
+    this.#live();
+    const task = await this.store.get(checkId(id));
+    if (!task) throw new NotFoundError(`task ${id}`);
+    const [needs, steps, events] = await Promise.all([
+      this.store.needsOf(id),
+      this.store.steps(id),
+      this.store.events(id),
+    ]);
+    return { task, needs, steps, events };
+  }
+
+  async list(filter: Partial<ListFilter> = {}): Promise<TaskRecord[]> {
+    this.#live();
+    const limit = filter.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw new ValidationError("list limit must be an integer in [1, 1000]");
+    return this.store.list({ ...filter, limit });
+  }
+
+  async jobStatus(job: string): Promise<JobStatus> {
+    this.#live();
+    return this.store.jobStatus(checkName(job, "job name"));
+  }
+
+  async stats(): Promise<QueueStats[]> {
+    this.#live();
+    return this.store.stats();
+  }
+
+  async nextRunAt(): Promise<number | null> {
+    this.#live();
+    return this.store.nextRunAt();
+  }
+
+  /** Resolves with the task once it is terminal (spec §9.4); TimeoutError after timeoutMs (default 5 min). */
+  async waitFor(id: TaskId, opts: { timeoutMs?: number } = {}): Promise<TaskRecord> {
+    this.#live();
+    checkId(id);
+    const timeoutMs = opts.timeoutMs ?? 300_000;
+    const deadline = Date.now() + timeoutMs;
+    const local = new Wakeup();
+    const listener = (t: TaskId) => t === id && local.notify();
+    this.#settledListeners.add(listener);
+    try {
+      let delay = 5;
+      for (;;) {
+        const t = await this.store.get(id);
+        if (!t) throw new NotFoundError(`task ${id}`);
+        if (!isLive(t.status)) return t;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new TimeoutError(`task ${id} is still ${t.status} after ${timeoutMs} ms`);
+        await local.wait(Math.min(delay, left));
+        delay = Math.min(delay * 2, 250);
+        if (this.#closed) throw new ClosedError();
+      }
+    } finally {
+      this.#settledListeners.delete(listener);
+    }
+  }
+
+  /** Stops workers (gracefully) and closes the store. Writes no outcome (spec §8.2). */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    await this.stop();
+    for (const d of this.#ticks) await d.drain(0);
+    this.#closed = true;
+    await this.store.close();
+  }
+}
+
+function checkId(id: unknown): TaskId {
+  if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 1)
+    throw new ValidationError(`task id must be a positive integer (got ${describe(id)})`);
+  return id;
+}
+
+/** Kahn's order over batch-local needs (acyclic by now); stable for independent entries. */
+function topoOrder(n: number, needs: number[][]): number[] {
+  const indeg = new Array<number>(n).fill(0);
+  const out: number[][] = Array.from({ length: n }, () => []);
+  needs.forEach((list, i) => {
+    for (const j of new Set(list)) {
+      indeg[i]!++;
+      out[j]!.push(i);
+    }
+  });
+  const ready: number[] = [];
+  for (let i = 0; i < n; i++) if (indeg[i] === 0) ready.push(i);
+  const order: number[] = [];
+  for (let k = 0; k < ready.length; k++) {
+    const i = ready[k]!;
+    order.push(i);
+    for (const d of out[i]!) if (--indeg[d]! === 0) ready.push(d);
+  }
+  if (order.length !== n) throw new RatchetError("RATCHET_CYCLE", "dependency cycle in batch");
+  return order;
+}

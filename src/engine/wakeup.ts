@@ -1,0 +1,36 @@
+/** A level-triggered wake-up: `wait(ms)` resolves at the next `notify()` or after ms. */
+export class Wakeup {
+  #pending = false;
+  #waiters: (() => void)[] = [];
+
+  notify(): void {
+    this.#pending = true;
+    const ws = this.#waiters;
+    this.#waiters = [];
+    for (const w of ws) w();
+  }
+
+  /** Resolves true when notified (now or earlier), false on timeout. */
+  wait(ms: number): Promise<boolean> {
+    if (this.#pending) {
+      this.#pending = false;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        if (timer) clearTimeout(timer);
+        this.#pending = false;
+        resolve(true);
+      };
+      this.#waiters.push(done);
+      timer = setTimeout(
+        () => {
+          this.#waiters = this.#waiters.filter((w) => w !== done);
+          resolve(false);
+        },
+        Math.max(0, Math.min(ms, 2 ** 31 - 1)),
+      );
+    });
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Every error a caller of Ratchet can see. Each has a stable `code`; raw
+ * SQLite/PostgreSQL errors never reach a caller (they are wrapped in
+ * StoreError with `cause`). spec §2.1, §3.7.
+ */
+
+export type ErrorCode =
+  | "RATCHET_INVALID_INPUT"
+  | "RATCHET_INVALID_JSON"
+  | "RATCHET_PAYLOAD_TOO_LARGE"
+  | "RATCHET_UNKNOWN_TASK"
+  | "RATCHET_QUEUE_FULL"
+  | "RATCHET_CYCLE"
+  | "RATCHET_LEASE_LOST"
+  | "RATCHET_ABORTED"
+  | "RATCHET_NON_RETRYABLE"
+  | "RATCHET_NOT_FOUND"
+  | "RATCHET_INVALID_STATE"
+  | "RATCHET_DUPLICATE_STEP"
+  | "RATCHET_CONFIG"
+  | "RATCHET_STORE"
+  | "RATCHET_CLOSED"
+  | "RATCHET_TIMEOUT"
+  | "RATCHET_SCHEMA_TOO_NEW";
+
+export class RatchetError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** Bad arguments to an API call or CLI command. Nothing was written. */
+export class ValidationError extends RatchetError {
+  constructor(message: string, code: ErrorCode = "RATCHET_INVALID_INPUT", options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+export class UnknownTaskError extends RatchetError {
+  constructor(readonly taskName: string) {
+    super("RATCHET_UNKNOWN_TASK", `unknown task "${taskName}": no definition with this name is registered`);
+  }
+}
+
+/** Admission control refused the enqueue (spec §2.7). Nothing was written. */
+export class QueueFullError extends RatchetError {
+  constructor(
+    readonly queue: string,
+    readonly depth: number,
+    readonly maxDepth: number,
+    readonly adding: number,
+  ) {
+    super(
+      "RATCHET_QUEUE_FULL",
+      `queue "${queue}" is full: ${depth} live tasks + ${adding} new > maxDepth ${maxDepth}; drain it first or raise maxDepth`,
+    );
+  }
+}
+
+/** A `needs` cycle in an enqueued batch (spec §2.6). Nothing was written. */
+export class CycleError extends RatchetError {
+  constructor(readonly path: string[]) {
+    super("RATCHET_CYCLE", `dependency cycle: ${path.join(" -> ")}`);
+  }
+}
+
+/**
+ * The holder's claim was superseded (lease expired and another worker claimed,
+ * or the task was settled meanwhile). The write changed nothing. spec §3.7.
+ */
+export class LeaseLostError extends RatchetError {
+  constructor(
+    readonly taskId: number,
+    readonly token: number,
+  ) {
+    super(
+      "RATCHET_LEASE_LOST",
+      `task ${taskId}: claim ${token} is no longer the holder; the write was refused`,
+    );
+  }
+}
+
+/** The task carries an abort mark; its run may not commit any more (spec §4.5). */
+export class AbortedError extends RatchetError {
+  constructor(readonly taskId: number) {
+    super("RATCHET_ABORTED", `task ${taskId} was aborted`);
+  }
+}
+
+/** Thrown by task code to fail at once, without further retries (spec §5.3). */
+export class NonRetryableError extends RatchetError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RATCHET_NON_RETRYABLE", message, options);
+  }
+}
+
+export class NotFoundError extends RatchetError {
+  constructor(what: string) {
+    super("RATCHET_NOT_FOUND", `${what} not found`);
+  }
+}
+
+export class InvalidStateError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_INVALID_STATE", message);
+  }
+}
+
+export class DuplicateStepError extends RatchetError {
+  constructor(readonly stepName: string) {
+    super(
+      "RATCHET_DUPLICATE_STEP",
+      `step "${stepName}" was already used in this run; give each step a unique name (e.g. "fetch:3" inside a loop)`,
+    );
+  }
+}
+
+export class ConfigError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_CONFIG", message);
+  }
+}
+
+/** A storage failure that is not a Ratchet decision. `cause` holds the driver error. */
+export class StoreError extends RatchetError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RATCHET_STORE", message, options);
+  }
+}
+
+export class ClosedError extends RatchetError {
+  constructor() {
+    super("RATCHET_CLOSED", "this Ratchet instance is closed");
+  }
+}
+
+export class TimeoutError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_TIMEOUT", message);
+  }
+}
+
+export class SchemaTooNewError extends RatchetError {
+  constructor(found: number, known: number) {
+    super(
+      "RATCHET_SCHEMA_TOO_NEW",
+      `the database schema is version ${found}, newer than this Ratchet knows (${known}); upgrade Ratchet`,
+    );
+  }
+}

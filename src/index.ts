@@ -1,0 +1,28 @@
+export type { RetryPolicy } from "./core/backoff.js";
+export type { Clock, Random } from "./core/clock.js";
+export type { Outcome, Status } from "./core/model.js";
+export type { TaskContext } from "./engine/context.js";
+export type { StandardSchemaV1, TaskDefinition, TaskSpec } from "./engine/definition.js";
+export { defineTask } from "./engine/definition.js";
+export type { Logger, OpenOptions } from "./engine/options.js";
+export { consoleLogger, silentLogger } from "./engine/options.js";
+export type {
+  BatchEntry,
+  EnqueueOptions,
+  StartOptions,
+  TaskDetails,
+  TickOptions,
+  TickReport,
+} from "./engine/ratchet.js";
+export { Ratchet } from "./engine/ratchet.js";
+export * from "./errors.js";
+export type {
+  AbortResult,
+  JobStatus,
+  QueueStats,
+  StepRecord,
+  Store,
+  TaskEvent,
+  TaskId,
+  TaskRecord,
+} from "./store/store.js";

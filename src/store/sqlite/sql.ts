@@ -1,0 +1,50 @@
+/**
+ * SQL shared by several statements. spec §3.1.
+ *
+ * READY is the one definition of "ready": the listing and the claim are built
+ * from it, so whatever is listed as runnable can be claimed. An earlier design
+ * claimed only status='pending' while listing expired running rows too; those
+ * rows looked runnable for ever and no driver could take them (SEM A.3.3).
+ * Named parameters are bound from the statement text by better-sqlite3, which
+ * throws on a missing one, so a NULL can never be bound silently (SEM A.3.4).
+ */
+export const READY = `(status = 'pending' OR (status = 'running' AND lease_until <= :now))`;
+
+/** The fence (spec §3.7): only the current holder's writes match. */
+export const FENCE = `id = :id AND status = 'running' AND epoch = :token`;
+
+export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = epoch + 1,
+  lease_until = :now + max_ms + :grace, locked_by = :worker, claimed_at = :now,
+  started_at = coalesce(started_at, :now), updated_at = :now, wake_at = NULL`;
+
+/** Claim of due pending rows in claim order (index ratchet_tasks_ready). */
+export const CLAIM_PENDING = `
+UPDATE ratchet_tasks SET ${CLAIM_SET}
+WHERE id IN (
+  SELECT id FROM ratchet_tasks
+  WHERE queue = :queue AND status = 'pending' AND name IN (SELECT value FROM json_each(:names))
+  ORDER BY order_key, id LIMIT :limit)
+  AND ${READY}
+RETURNING *`;
+
+/** Reclaim of running rows whose lease expired (index ratchet_tasks_lease); same READY predicate. */
+export const CLAIM_EXPIRED = `
+UPDATE ratchet_tasks SET ${CLAIM_SET}
+WHERE id IN (
+  SELECT id FROM ratchet_tasks
+  WHERE status = 'running' AND lease_until <= :now
+    AND queue IN (SELECT value FROM json_each(:queues)) AND name IN (SELECT value FROM json_each(:names))
+  ORDER BY lease_until LIMIT :limit)
+  AND ${READY}
+RETURNING *`;
+
+export const LIST_READY = `
+SELECT * FROM ratchet_tasks WHERE queue = :queue AND ${READY}
+ORDER BY (status = 'running'), order_key, id LIMIT :limit`;
+
+/** Timer promotion (spec §3.4), bounded per call. */
+export const PROMOTE_DUE = `
+UPDATE ratchet_tasks SET status = 'pending', wake_at = NULL, updated_at = :now
+WHERE id IN (SELECT id FROM ratchet_tasks WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :limit)`;
+
+export const PROMOTE_BATCH = 1000;

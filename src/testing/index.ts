@@ -1,0 +1,1 @@
+export { FakeClock, seededRandom } from "./fake-clock.js";
