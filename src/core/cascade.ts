@@ -22,9 +22,9 @@ export function planUpstreamFailure(rootId: number, dependents: readonly Depende
   const byNeed = new Map<number, DependentNode[]>();
   for (const d of dependents) {
     for (const n of d.needs) {
-      let list = byNeed.get(n);
-      if (!list) byNeed.set(n, (list = []));
-      list.push(d);
+      const list = byNeed.get(n);
+      if (list) list.push(d);
+      else byNeed.set(n, [d]);
     }
   }
   const visited = new Set<number>([rootId]);

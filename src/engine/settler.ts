@@ -33,7 +33,7 @@ export class Settler {
       const batch = this.#queue.splice(0, this.maxBatch);
       try {
         const results = await this.store.settle(batch.map((b) => b.s));
-        batch.forEach((b, i) => b.resolve(results[i]!));
+        for (const [i, b] of batch.entries()) b.resolve(results[i]!);
       } catch (err) {
         for (const b of batch) b.reject(err);
       }

@@ -694,12 +694,22 @@ export class SqliteStore implements Store {
       const where: string[] = [];
       const p: Record<string, unknown> = { limit: f.limit };
       // Column names are fixed here; only values are bound.
-      if (f.status !== undefined) where.push("status = :status"), (p.status = f.status);
-      if (f.outcome !== undefined) where.push("outcome = :outcome"), (p.outcome = f.outcome);
-      if (f.queue !== undefined) where.push("queue = :queue"), (p.queue = f.queue);
-      if (f.job !== undefined) where.push("job = :job"), (p.job = f.job);
-      if (f.name !== undefined) where.push("name = :name"), (p.name = f.name);
-      if (f.before !== undefined) where.push("id < :before"), (p.before = f.before);
+      const filters = {
+        status: f.status,
+        outcome: f.outcome,
+        queue: f.queue,
+        job: f.job,
+        name: f.name,
+      } as const;
+      for (const [col, value] of Object.entries(filters)) {
+        if (value === undefined) continue;
+        where.push(`${col} = :${col}`);
+        p[col] = value;
+      }
+      if (f.before !== undefined) {
+        where.push("id < :before");
+        p.before = f.before;
+      }
       const sql = `SELECT * FROM ratchet_tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT :limit`;
       return (this.#s(sql).all(p) as TaskRow[]).map(toRecord);
     });
@@ -738,7 +748,10 @@ export class SqliteStore implements Store {
       const byQueue = new Map<string, QueueStats>();
       for (const r of rows) {
         let q = byQueue.get(r.queue);
-        if (!q) byQueue.set(r.queue, (q = { queue: r.queue, byStatus: {}, byOutcome: {} }));
+        if (!q) {
+          q = { queue: r.queue, byStatus: {}, byOutcome: {} };
+          byQueue.set(r.queue, q);
+        }
         q.byStatus[r.status] = (q.byStatus[r.status] ?? 0) + r.n;
         if (r.outcome) q.byOutcome[r.outcome] = (q.byOutcome[r.outcome] ?? 0) + r.n;
       }
