@@ -37,10 +37,16 @@ export interface DriverOptions {
 export class Driver {
   readonly #o: DriverOptions;
   readonly #running = new Map<number, Running>();
+  /** Settlements not yet committed; a task leaves #running when its slot frees, which can be earlier. */
+  readonly #unsettled = new Set<Promise<RunReport>>();
   #stopping = false;
 
   constructor(o: DriverOptions) {
     this.#o = o;
+  }
+
+  get concurrency(): number {
+    return this.#o.concurrency;
   }
 
   get inFlight(): number {
@@ -78,7 +84,11 @@ export class Driver {
     }
     const run = execute(task, def, this.#o.deps);
     this.#running.set(task.id, run);
-    void run.report.then((r) => this.#o.onReport?.(r, task));
+    this.#unsettled.add(run.report);
+    void run.report.then((r) => {
+      this.#unsettled.delete(run.report);
+      this.#o.onReport?.(r, task);
+    });
     void run.slotFree.then(() => {
       this.#running.delete(task.id);
       this.#o.wakeup.notify();
@@ -93,9 +103,9 @@ export class Driver {
   /** spec §8.2: stop claiming; give in-flight work up to timeoutMs; then end it and release its leases. */
   async drain(timeoutMs: number): Promise<void> {
     this.#stopping = true;
-    const deadline = Date.now() + timeoutMs;
-    while (this.#running.size > 0 && Date.now() < deadline) {
-      await this.#o.wakeup.wait(Math.min(50, deadline - Date.now()));
+    const deadline = performance.now() + timeoutMs;
+    while (this.#running.size > 0 && performance.now() < deadline) {
+      await this.#o.wakeup.wait(Math.min(50, deadline - performance.now()));
     }
     const left = [...this.#running.values()];
     for (const r of left) r.invocation.end({ kind: "shutdown" });
@@ -105,6 +115,6 @@ export class Driver {
 
   /** Settlement of everything already started (used by tick). */
   async allSettled(): Promise<void> {
-    await Promise.all([...this.#running.values()].map((r) => r.report));
+    while (this.#unsettled.size > 0) await Promise.all([...this.#unsettled]);
   }
 }

@@ -69,7 +69,7 @@ export interface StartOptions {
 export interface TickOptions {
   budgetMs: number;
   concurrency?: number;
-  /** Most tasks to start in this tick. Default 1000. */
+  /** Most tasks to start in this tick. Default 50. */
   max?: number;
   queues?: string[];
 }
@@ -247,7 +247,7 @@ export class Ratchet {
     if (typeof e.task === "string" && !def) throw new UnknownTaskError(e.task);
     if (!def || typeof def.run !== "function")
       throw new ValidationError(`entry ${i}: task must be a definition or a registered name`);
-    if (typeof e.task !== "string" && !this.#registry.has(def.name)) this.#registry.set(def.name, def);
+    if (typeof e.task !== "string" && !this.#registry.has(def.name)) this.register(def);
     const input = toStorableJson(
       await validateInput(def, e.input),
       `input of task "${def.name}"`,
@@ -400,6 +400,11 @@ export class Ratchet {
         delay = pollMin;
         continue;
       }
+      if (w.driver.inFlight >= w.driver.concurrency) {
+        // Busy: a freed slot notifies the wakeup; no store read needed.
+        await this.#wakeup.wait(this.#o.pollIntervalMs);
+        continue;
+      }
       let wait = delay;
       try {
         const next = await this.store.nextRunAt();
@@ -440,7 +445,7 @@ export class Ratchet {
     const concurrency = opts.concurrency ?? 6;
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000)
       throw new ValidationError("tick concurrency must be an integer in [1, 10000]");
-    const max = opts.max ?? 1000;
+    const max = opts.max ?? 50;
     if (!Number.isInteger(max) || max < 0) throw new ValidationError("tick max must be an integer ≥ 0");
     const clock = this.#o.clock;
     const reserve = this.#o.tickReserveMs;
@@ -551,7 +556,7 @@ export class Ratchet {
     this.#live();
     checkId(id);
     const timeoutMs = opts.timeoutMs ?? 300_000;
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     const local = new Wakeup();
     const listener = (t: TaskId) => t === id && local.notify();
     this.#settledListeners.add(listener);
@@ -561,7 +566,7 @@ export class Ratchet {
         const t = await this.store.get(id);
         if (!t) throw new NotFoundError(`task ${id}`);
         if (!isLive(t.status)) return t;
-        const left = deadline - Date.now();
+        const left = deadline - performance.now();
         if (left <= 0) throw new TimeoutError(`task ${id} is still ${t.status} after ${timeoutMs} ms`);
         await local.wait(Math.min(delay, left));
         delay = Math.min(delay * 2, 250);
