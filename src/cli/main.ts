@@ -111,6 +111,11 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // `ratchet ls --json | head` closes the pipe early; that is not an error.
+  process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(EXIT_OK);
+    throw err;
+  });
   // exitCode, not exit(): output to a pipe is flushed before the process ends.
   process.exitCode = await main();
 }

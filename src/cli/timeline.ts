@@ -84,7 +84,8 @@ export function timeline(d: TaskDetails): Entry[] {
   }
   for (const ev of d.events) {
     // The final failure is shown by the end entry, with the same error.
-    if ((ev.kind === "failed" || ev.kind === "faulted") && t.endedAt === ev.at) continue;
+    if ((ev.kind === "failed" || ev.kind === "faulted" || ev.kind === "aborted") && t.endedAt === ev.at)
+      continue;
     out.push({ at: ev.at, rank: 3, text: eventText(ev) });
   }
   if (t.status === "terminal" && t.endedAt !== null) {
@@ -95,6 +96,19 @@ export function timeline(d: TaskDetails): Entry[] {
     out.push({ at: t.endedAt, rank: 4, text: what });
   }
   return out.sort((a, b) => a.at - b.at || a.rank - b.rank);
+}
+
+/** "3, 5–9, 12": sorted ids with consecutive runs folded. */
+export function idRanges(ids: readonly number[]): string {
+  const sorted = [...ids].sort((a, b) => a - b);
+  const parts: string[] = [];
+  for (let i = 0; i < sorted.length; ) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j]! + 1) j++;
+    parts.push(j > i + 1 ? `${sorted[i]}–${sorted[j]}` : sorted.slice(i, j + 1).join(", "));
+    i = j + 1;
+  }
+  return `${parts.join(", ")}${sorted.length > 1 ? ` (${sorted.length} tasks)` : ""}`;
 }
 
 /** The whole `show` text: a header, then the timeline. */
@@ -108,7 +122,7 @@ export function renderDetails(d: TaskDetails): string {
     ["input", short(t.input, 100)],
   ];
   if (t.job) header.push(["job", t.job]);
-  if (d.needs.length) header.push(["needs", d.needs.join(", ")]);
+  if (d.needs.length) header.push(["needs", idRanges(d.needs)]);
   if (t.progress !== null) {
     header.push([
       "progress",

@@ -65,3 +65,12 @@ export function decideFailure(
       return { kind: "retry", delayMs: backoffMs(attempt, p, random) };
   }
 }
+
+/**
+ * A running task whose lease expired: claim it again, or has every attempt
+ * been used by holders that died? spec §5.4 (SEM F.2): a task that kills its
+ * worker every time ends failed after maxAttempts claims, holding up nothing.
+ */
+export function decideReclaim(attempts: number, maxAttempts: number): "claim" | "fail" {
+  return attempts >= maxAttempts ? "fail" : "claim";
+}

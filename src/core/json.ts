@@ -39,6 +39,8 @@ function check(v: unknown, what: string, depth: number, seen: Set<object>, path 
       return;
     case "number":
       if (!Number.isFinite(v)) fail(what, path, `is ${v}, which JSON cannot store`);
+      // JSON writes -0 as 0; rejecting beats a silent change (normalise with `x || 0`).
+      if (Object.is(v, -0)) fail(what, path, "is -0, which JSON would store as 0; normalise it (x || 0)");
       return;
     case "object":
       break;
@@ -86,6 +88,8 @@ export interface StoredError {
   message: string;
   stack?: string;
   code?: string;
+  /** For upstream_failed: the task whose failure caused it (spec §6.1). */
+  upstream?: number;
 }
 
 function cut(s: string, n: number): string {

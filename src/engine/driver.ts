@@ -109,7 +109,8 @@ export class Driver {
     }
     const left = [...this.#running.values()];
     for (const r of left) r.invocation.end({ kind: "shutdown" });
-    await Promise.all(left.map((r) => r.report));
+    // Wait for every settlement, including those of tasks whose code returned just before (spec §8.2).
+    await this.allSettled();
     this.#running.clear();
   }
 

@@ -48,7 +48,7 @@ export interface EnqueueOptions {
   delayMs?: number;
   dedupe?: string;
   job?: string;
-  /** Predecessors: existing task ids; in a batch also -k (the k-th entry before this one) or a `key` of the batch. */
+  /** Predecessors: task ids; a string is a `key` of the same batch or else the dedupe key of a task in the same queue; in a batch also -k (the k-th entry before). */
   needs?: readonly (number | string)[];
 }
 
@@ -288,8 +288,11 @@ export class Ratchet {
     for (const n of list) {
       if (typeof n === "string") {
         const j = keys.get(n);
-        if (j === undefined)
-          throw new ValidationError(`entry ${i}: needs "${n}", but no entry of this batch has that key`);
+        if (j === undefined) {
+          // Not a key of this batch: the task holding this dedupe key in the same queue (spec §2.5).
+          needs.push({ dedupe: checkName(n, `entry ${i}: needs`), queue });
+          continue;
+        }
         if (j === i) throw new CycleError([n, n]);
         needs.push({ index: j });
         local.push(j);
@@ -314,6 +317,7 @@ export class Ratchet {
       input,
       priority,
       maxMs: def.maxMs,
+      maxAttempts: def.retry.maxAttempts,
       delayMs,
       dedupe: e.dedupe === undefined ? null : checkName(e.dedupe, `entry ${i}: dedupe`),
       job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),

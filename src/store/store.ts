@@ -57,7 +57,7 @@ export interface TaskRecord {
 }
 
 /** A reference to a predecessor: an existing task, or another entry of the same batch. */
-export type NeedRef = { id: TaskId } | { index: number };
+export type NeedRef = { id: TaskId } | { index: number } | { dedupe: string; queue: string };
 
 export interface NewTask {
   name: string;
@@ -67,6 +67,8 @@ export interface NewTask {
   input: string;
   priority: number;
   maxMs: number;
+  /** The definition's retry.maxAttempts; a reclaim past it fails the task (spec §5.4). */
+  maxAttempts: number;
   delayMs: number;
   dedupe: string | null;
   job: string | null;

@@ -8,7 +8,8 @@ export const MIGRATIONS: readonly { version: number; sql: string }[] = [
     version: 1,
     sql: `
 CREATE TABLE ratchet_tasks (
-  id              INTEGER PRIMARY KEY,
+  -- AUTOINCREMENT: an id is never reused, even after the newest task is pruned (spec §1.4).
+  id              INTEGER PRIMARY KEY AUTOINCREMENT,
   queue           TEXT    NOT NULL,
   name            TEXT    NOT NULL,
   version         INTEGER NOT NULL,
@@ -21,6 +22,7 @@ CREATE TABLE ratchet_tasks (
   order_key       INTEGER NOT NULL,
   max_ms          INTEGER NOT NULL,
   attempts        INTEGER NOT NULL DEFAULT 0,
+  max_attempts    INTEGER NOT NULL,
   epoch           INTEGER NOT NULL DEFAULT 0,
   run_after       INTEGER NOT NULL,
   wake_at         INTEGER,
@@ -62,14 +64,16 @@ CREATE TABLE ratchet_deps (
 ) WITHOUT ROWID;
 CREATE INDEX ratchet_deps_task ON ratchet_deps (task_id);
 
+-- id keeps commit order (steps committed in the same millisecond still list in order).
 CREATE TABLE ratchet_steps (
+  id         INTEGER PRIMARY KEY,
   task_id    INTEGER NOT NULL,
   name       TEXT    NOT NULL,
   result     TEXT    NOT NULL,
   attempt    INTEGER NOT NULL,
   created_at INTEGER NOT NULL,
-  PRIMARY KEY (task_id, name)
-) WITHOUT ROWID;
+  UNIQUE (task_id, name)
+);
 
 -- Only exceptional transitions are logged (failures, reclaims, aborts, retries),
 -- so the claim/complete hot path writes no event rows.

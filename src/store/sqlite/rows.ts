@@ -17,6 +17,7 @@ export interface TaskRow {
   order_key: number;
   max_ms: number;
   attempts: number;
+  max_attempts: number;
   epoch: number;
   run_after: number;
   wake_at: number | null;

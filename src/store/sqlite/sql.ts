@@ -8,7 +8,8 @@
  * Named parameters are bound from the statement text by better-sqlite3, which
  * throws on a missing one, so a NULL can never be bound silently (SEM A.3.4).
  */
-export const READY = `(status = 'pending' OR (status = 'running' AND lease_until <= :now))`;
+export const READY = `(status = 'pending' OR (status = 'running' AND lease_until <= :now)
+  OR (status = 'waiting' AND wake_at <= :now))`;
 
 /** The fence (spec §3.7): only the current holder's writes match. */
 export const FENCE = `id = :id AND status = 'running' AND epoch = :token`;
@@ -17,26 +18,27 @@ export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = e
   lease_until = :now + max_ms + :grace, locked_by = :worker, claimed_at = :now,
   started_at = coalesce(started_at, :now), updated_at = :now, wake_at = NULL`;
 
-/** Claim of due pending rows in claim order (index ratchet_tasks_ready). */
-export const CLAIM_PENDING = `
-UPDATE ratchet_tasks SET ${CLAIM_SET}
-WHERE id IN (
-  SELECT id FROM ratchet_tasks
-  WHERE queue = :queue AND status = 'pending' AND name IN (SELECT value FROM json_each(:names))
-  ORDER BY order_key, id LIMIT :limit)
-  AND ${READY}
-RETURNING *`;
+/**
+ * The claim itself: one conditional write per task whose success is the
+ * ownership (principle 2). Candidates come from the two selections below,
+ * read in the same IMMEDIATE transaction. Selecting ids first and updating by
+ * primary key measured ~65 µs per claim against ~150 µs for one
+ * UPDATE … WHERE id IN (SELECT … ORDER BY … LIMIT) on a 20k-row table.
+ */
+export const CLAIM_ONE = `UPDATE ratchet_tasks SET ${CLAIM_SET} WHERE id = :id AND ${READY} RETURNING *`;
 
-/** Reclaim of running rows whose lease expired (index ratchet_tasks_lease); same READY predicate. */
-export const CLAIM_EXPIRED = `
-UPDATE ratchet_tasks SET ${CLAIM_SET}
-WHERE id IN (
-  SELECT id FROM ratchet_tasks
-  WHERE status = 'running' AND lease_until <= :now
-    AND queue IN (SELECT value FROM json_each(:queues)) AND name IN (SELECT value FROM json_each(:names))
-  ORDER BY lease_until LIMIT :limit)
-  AND ${READY}
-RETURNING *`;
+/** Due pending rows in claim order (index ratchet_tasks_ready). */
+export const SELECT_PENDING = `
+SELECT id FROM ratchet_tasks
+WHERE queue = :queue AND status = 'pending' AND name IN (SELECT value FROM json_each(:names))
+ORDER BY order_key, id LIMIT :limit`;
+
+/** Running rows whose lease expired (index ratchet_tasks_lease), with the holder that lost them. */
+export const SELECT_EXPIRED = `
+SELECT id, locked_by, lease_until, attempts, max_attempts FROM ratchet_tasks
+WHERE status = 'running' AND lease_until <= :now
+  AND queue IN (SELECT value FROM json_each(:queues)) AND name IN (SELECT value FROM json_each(:names))
+ORDER BY lease_until LIMIT :limit`;
 
 export const LIST_READY = `
 SELECT * FROM ratchet_tasks WHERE queue = :queue AND ${READY}

@@ -11,9 +11,10 @@
  * of failing on upgrade.
  */
 import Database from "better-sqlite3";
+import { decideReclaim } from "../../core/backoff.js";
 import { planRetrySubtree, planUpstreamFailure } from "../../core/cascade.js";
 import type { Clock } from "../../core/clock.js";
-import { fromJson, type StoredError, toStorableJson } from "../../core/json.js";
+import { fromJson, type StoredError } from "../../core/json.js";
 import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import {
   AbortedError,
@@ -24,6 +25,7 @@ import {
   RatchetError,
   SchemaTooNewError,
   StoreError,
+  ValidationError,
 } from "../../errors.js";
 import type {
   AbortResult,
@@ -47,7 +49,15 @@ import type {
 } from "../store.js";
 import { LATEST_VERSION, MIGRATIONS } from "./migrations.js";
 import { type TaskRow, toRecord } from "./rows.js";
-import { CLAIM_EXPIRED, CLAIM_PENDING, FENCE, LIST_READY, PROMOTE_BATCH, PROMOTE_DUE } from "./sql.js";
+import {
+  CLAIM_ONE,
+  FENCE,
+  LIST_READY,
+  PROMOTE_BATCH,
+  PROMOTE_DUE,
+  SELECT_EXPIRED,
+  SELECT_PENDING,
+} from "./sql.js";
 
 export interface SqliteStoreOptions {
   /** File path or ":memory:". */
@@ -153,11 +163,11 @@ export class SqliteStore implements Store {
       const findDedupe = this.#s(
         "SELECT id, status FROM ratchet_tasks WHERE queue = ? AND dedupe_key = ? AND (status <> 'terminal' OR outcome = 'completed')",
       );
-      const getDep = this.#s("SELECT id, status, outcome FROM ratchet_tasks WHERE id = ?");
+      const getDep = this.#s("SELECT id, status, outcome, error FROM ratchet_tasks WHERE id = ?");
       const insert = this.#s(`INSERT INTO ratchet_tasks
-        (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, run_after, wake_at,
+        (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, max_attempts, run_after, wake_at,
          needs_pending, dedupe_key, job, created_at, updated_at, ended_at)
-        VALUES (:queue, :name, :version, :input, :status, :outcome, :error, :priority, :order_key, :max_ms, :run_after,
+        VALUES (:queue, :name, :version, :input, :status, :outcome, :error, :priority, :order_key, :max_ms, :max_attempts, :run_after,
          :wake_at, :needs_pending, :dedupe, :job, :now, :now, :ended_at)`);
       const addDep = this.#s("INSERT OR IGNORE INTO ratchet_deps (needs_id, task_id) VALUES (?, ?)");
       const bumpDependents = this.#s("UPDATE ratchet_tasks SET dependents = dependents + 1 WHERE id = ?");
@@ -174,20 +184,40 @@ export class SqliteStore implements Store {
         // Resolve predecessors (spec §2.5).
         const needIds: number[] = [];
         for (const ref of t.needs) {
-          const id = "id" in ref ? ref.id : out[ref.index]?.id;
-          if (id === undefined)
+          let id: number | undefined;
+          if ("id" in ref) id = ref.id;
+          else if ("index" in ref) id = out[ref.index]?.id;
+          else {
+            const hit = findDedupe.get(ref.queue, ref.dedupe) as { id: number } | undefined;
+            if (!hit) {
+              throw new ValidationError(
+                `needs "${ref.dedupe}" is neither a key of this batch nor the dedupe key of a live or completed task in queue "${ref.queue}"`,
+              );
+            }
+            id = hit.id;
+          }
+          if (id === undefined) {
             throw new InvalidStateError(
-              `needs refers to batch entry ${"index" in ref ? ref.index : "?"} that comes later; order the batch so predecessors come first`,
+              "needs refers to a later entry of the batch; order the batch so predecessors come first",
             );
+          }
           if (!needIds.includes(id)) needIds.push(id);
         }
         let pending = 0;
         let upstream: number | null = null;
         for (const id of needIds) {
-          const dep = getDep.get(id) as { id: number; status: string; outcome: Outcome | null } | undefined;
+          const dep = getDep.get(id) as
+            | { id: number; status: string; outcome: Outcome | null; error: string | null }
+            | undefined;
           if (!dep) throw new NotFoundError(`task ${id} (named in needs)`);
           if (dep.status !== "terminal") pending++;
-          else if (dep.outcome !== "completed" && upstream === null) upstream = id;
+          else if (dep.outcome !== "completed" && upstream === null) {
+            // An upstream_failed need carries its root forward, so the error always names the task that failed (spec §2.5).
+            upstream =
+              dep.outcome === "upstream_failed"
+                ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id)
+                : id;
+          }
         }
         const runAfter = now + Math.max(0, t.delayMs);
         const status = upstream !== null ? "terminal" : pending > 0 || runAfter > now ? "waiting" : "pending";
@@ -198,13 +228,11 @@ export class SqliteStore implements Store {
           input: t.input,
           status,
           outcome: upstream !== null ? "upstream_failed" : null,
-          error:
-            upstream !== null
-              ? JSON.stringify({ name: "UpstreamFailed", message: `upstream task ${upstream} failed` })
-              : null,
+          error: upstream !== null ? upstreamError(upstream) : null,
           priority: t.priority,
           order_key: now - t.priority * 360_000,
           max_ms: t.maxMs,
+          max_attempts: t.maxAttempts,
           run_after: runAfter,
           wake_at: status === "waiting" && pending === 0 ? runAfter : null,
           needs_pending: pending,
@@ -254,33 +282,69 @@ export class SqliteStore implements Store {
       const now = this.#now();
       this.#s(PROMOTE_DUE).run({ now, limit: PROMOTE_BATCH });
       const names = JSON.stringify(req.names);
-      const base = { now, grace: req.leaseGraceMs, worker: req.workerId, names };
+      const claimOne = this.#s(CLAIM_ONE);
+      const base = { now, grace: req.leaseGraceMs, worker: req.workerId };
       const out: ClaimedTask[] = [];
-      const expired = this.#s(CLAIM_EXPIRED).all({
-        ...base,
+      const expired = this.#s(SELECT_EXPIRED).all({
+        now,
+        names,
         queues: JSON.stringify(req.queues),
         limit: req.limit,
-      }) as TaskRow[];
-      for (const r of expired) {
+      }) as {
+        id: number;
+        locked_by: string | null;
+        lease_until: number;
+        attempts: number;
+        max_attempts: number;
+      }[];
+      for (const e of expired) {
+        if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
+          this.#failDeadHolder(e.id, e.attempts, e.locked_by, now);
+          continue;
+        }
+        const r = claimOne.get({ ...base, id: e.id }) as TaskRow | undefined;
+        if (!r) continue;
         out.push({ ...toRecord(r), reclaimed: true });
-        this.#event(r.id, now, "reclaimed", r.attempts, { previousHolder: null });
+        this.#event(r.id, now, "reclaimed", r.attempts, {
+          previousHolder: e.locked_by,
+          leaseUntil: e.lease_until,
+        });
       }
       // Queues are served round-robin from a rotating start, each through its own index range.
       const start = this.#rr++ % req.queues.length;
+      const select = this.#s(SELECT_PENDING);
       for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
         const queue = req.queues[(start + i) % req.queues.length]!;
-        const rows = this.#s(CLAIM_PENDING).all({
-          ...base,
-          queue,
-          limit: req.limit - out.length,
-        }) as TaskRow[];
-        rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
-        for (const r of rows) out.push({ ...toRecord(r), reclaimed: false });
+        const ids = select.all({ queue, names, limit: req.limit - out.length }) as { id: number }[];
+        for (const { id } of ids) {
+          const r = claimOne.get({ ...base, id }) as TaskRow | undefined;
+          if (r) out.push({ ...toRecord(r), reclaimed: false });
+        }
       }
       return out;
     });
   }
   #rr = 0;
+
+  /** spec §5.4: every attempt was used by holders that died; fail without running the code again. */
+  #failDeadHolder(id: TaskId, attempts: number, holder: string | null, now: number): void {
+    const error: StoredError = {
+      name: "AttemptsExhausted",
+      message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
+    };
+    const row =
+      this.#s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'failed', error = :error, ended_at = :now,
+        lease_until = NULL, locked_by = NULL, updated_at = :now
+      WHERE id = :id AND status = 'running' AND lease_until <= :now RETURNING queue, dependents`).get({
+        id,
+        now,
+        error: JSON.stringify(error),
+      }) as { queue: string; dependents: number } | undefined;
+    if (!row) return;
+    this.#event(id, now, "failed", attempts, { error });
+    this.#bumpLive(row.queue, -1);
+    if (row.dependents > 0) this.#cascade(id, now);
+  }
 
   async listReady(queue: string, limit: number): Promise<TaskRecord[]> {
     return this.#read(() =>
@@ -477,7 +541,7 @@ export class SqliteStore implements Store {
     const nodes = this.#dependentsOf(root);
     const ids = planUpstreamFailure(root, nodes);
     const queueOf = new Map(nodes.map((n) => [n.id, n.queue]));
-    const error = JSON.stringify({ name: "UpstreamFailed", message: `upstream task ${root} failed` });
+    const error = upstreamError(root);
     const upd =
       this.#s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'upstream_failed', error = :error,
       wake_at = NULL, ended_at = :now, updated_at = :now WHERE id = :id AND status = 'waiting'`);
@@ -533,7 +597,7 @@ export class SqliteStore implements Store {
           );
       }
       const livePreds = needs.filter((n) => n.status !== "terminal").length;
-      this.#s(`UPDATE ratchet_tasks SET status = :status, outcome = NULL, result = NULL, attempts = 0, abort_requested = 0,
+      this.#s(`UPDATE ratchet_tasks SET status = :status, outcome = NULL, result = NULL, error = NULL, attempts = 0, abort_requested = 0,
           needs_pending = :pending, wake_at = NULL, run_after = :now, ended_at = NULL, progress = NULL, progress_note = NULL, updated_at = :now
         WHERE id = :id`).run({ id, now, pending: livePreds, status: livePreds > 0 ? "waiting" : "pending" });
       this.#bumpLive(row.queue, 1);
@@ -652,7 +716,7 @@ export class SqliteStore implements Store {
   async steps(id: TaskId): Promise<StepRecord[]> {
     return this.#read(() =>
       (
-        this.#s("SELECT * FROM ratchet_steps WHERE task_id = ? ORDER BY created_at, name").all(id) as {
+        this.#s("SELECT * FROM ratchet_steps WHERE task_id = ? ORDER BY id").all(id) as {
           task_id: number;
           name: string;
           result: string;
@@ -791,4 +855,7 @@ export class SqliteStore implements Store {
   }
 }
 
-export { toStorableJson };
+function upstreamError(root: TaskId): string {
+  const e: StoredError = { name: "UpstreamFailed", message: `upstream task ${root} failed`, upstream: root };
+  return JSON.stringify(e);
+}

@@ -1,0 +1,359 @@
+/**
+ * Ratchet benchmark runner (SQLite). See bench/README.md.
+ *
+ *   npm run build && npm run bench            full run (20,000-task figures)
+ *   npm run bench -- --quick                  smoke run with small sizes
+ *   npm run bench -- --runs 5 --dir /mnt/ssd  more runs, database files elsewhere
+ *
+ * Every figure runs on a fresh SQLite file (WAL, synchronous=NORMAL) in a new
+ * temp directory, is measured `runs` times, and is reported as the median with
+ * the min–max. The table goes to stdout; the same data as JSON to
+ * bench/results/latest-sqlite.json (latest-sqlite-quick.json for --quick).
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { arch, cpus, platform, release, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import Database from "better-sqlite3";
+import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
+
+// ------------------------------------------------------------------ options
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    runs: { type: "string" },
+    dir: { type: "string" },
+    help: { type: "boolean", short: "h", default: false },
+  },
+});
+
+if (args.help) {
+  process.stdout.write(
+    "usage: node dist/bench/run.js [--quick] [--runs N] [--dir PATH]\n" +
+      "  --quick     small sizes, for a fast smoke run (writes latest-sqlite-quick.json)\n" +
+      "  --runs N    measurements per figure (default 3)\n" +
+      "  --dir PATH  where the temporary SQLite files live (default: the OS temp dir)\n",
+  );
+  process.exit(0);
+}
+
+const QUICK = args.quick;
+const RUNS = args.runs === undefined ? 3 : Number(args.runs);
+if (!Number.isInteger(RUNS) || RUNS < 1) {
+  process.stderr.write("--runs must be a positive integer\n");
+  process.exit(2);
+}
+const BASE_DIR = resolve(args.dir ?? tmpdir());
+
+const SIZE = {
+  enqueue: QUICK ? 2_000 : 20_000,
+  batch: QUICK ? 100 : 1_000,
+  drain: QUICK ? 2_000 : 20_000,
+  stepTasks: QUICK ? 100 : 1_000,
+  stepsPerTask: 10,
+  commits: QUICK ? 2_000 : 20_000,
+};
+const POLL_MS = 20;
+const SYNCHRONOUS = "NORMAL" as const;
+
+// ------------------------------------------------------------------ tasks
+
+const noop = defineTask({ name: "noop", run: () => null });
+const steps10 = defineTask({
+  name: "steps10",
+  async run(ctx) {
+    let sum = 0;
+    for (let i = 0; i < SIZE.stepsPerTask; i++) sum += await ctx.step(`s${i}`, () => i);
+    return sum;
+  },
+});
+
+// ---------------------------------------------------------------- helpers
+
+const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+const fmt = (v: number) => (Math.abs(v) >= 100 ? fmtInt.format(v) : fmt1.format(v));
+const n = (v: number) => fmtInt.format(v);
+
+function progress(msg: string): void {
+  process.stderr.write(`${msg}\n`);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** A fresh directory with one SQLite file path; removed by the returned cleanup. */
+function freshDb(): { path: string; cleanup: () => void } {
+  const dir = mkdtempSync(join(BASE_DIR, "ratchet-bench-"));
+  return { path: join(dir, "bench.db"), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+async function withRatchet<T>(tasks: TaskDefinition[], fn: (r: Ratchet) => Promise<T>): Promise<T> {
+  const db = freshDb();
+  const r = await Ratchet.open({
+    store: `sqlite:${db.path}`,
+    synchronous: SYNCHRONOUS,
+    tasks,
+    logger: silentLogger,
+    pollIntervalMs: POLL_MS,
+  });
+  try {
+    return await fn(r);
+  } finally {
+    await r.close();
+    db.cleanup();
+  }
+}
+
+async function enqueueBatches(r: Ratchet, task: TaskDefinition, count: number, batch = 1_000) {
+  for (let i = 0; i < count; i += batch) {
+    const size = Math.min(batch, count - i);
+    await r.enqueueMany(Array.from({ length: size }, (_, k) => ({ task, input: { i: i + k } })));
+  }
+}
+
+async function completed(r: Ratchet): Promise<number> {
+  let sum = 0;
+  for (const q of await r.stats()) sum += q.byOutcome.completed ?? 0;
+  return sum;
+}
+
+/** Starts a worker on the queued tasks and returns the ms until stats() shows all `count` completed. */
+async function timeDrain(r: Ratchet, count: number, concurrency: number): Promise<number> {
+  const t0 = performance.now();
+  await r.start({ concurrency });
+  const limit = t0 + 600_000;
+  while ((await completed(r)) < count) {
+    if (performance.now() > limit) throw new Error(`drain did not finish within 10 minutes`);
+    await new Promise((res) => setTimeout(res, POLL_MS));
+  }
+  const ms = performance.now() - t0;
+  await r.stop();
+  return ms;
+}
+
+// ---------------------------------------------------------------- figures
+
+interface Figure {
+  figure: string;
+  unit: string;
+  /** What one run measures, for the JSON. */
+  detail: string;
+  samples: number[];
+}
+
+const figures: Figure[] = [];
+
+function record(figure: string, unit: string, detail: string): Figure {
+  const f: Figure = { figure, unit, detail, samples: [] };
+  figures.push(f);
+  return f;
+}
+
+async function benchEnqueueSingle(): Promise<void> {
+  const f = record(
+    `enqueue, ${n(SIZE.enqueue)} single calls`,
+    "tasks/s",
+    `${SIZE.enqueue} awaited enqueue() calls, one transaction each`,
+  );
+  for (let run = 0; run < RUNS; run++) {
+    const ms = await withRatchet([noop], async (r) => {
+      const t0 = performance.now();
+      for (let i = 0; i < SIZE.enqueue; i++) await r.enqueue(noop, { i });
+      return performance.now() - t0;
+    });
+    f.samples.push((SIZE.enqueue / ms) * 1000);
+  }
+}
+
+async function benchEnqueueMany(): Promise<void> {
+  const f = record(
+    `enqueueMany, ${n(SIZE.enqueue)} in batches of ${n(SIZE.batch)}`,
+    "tasks/s",
+    `${SIZE.enqueue} tasks via enqueueMany, ${SIZE.batch} per call (one transaction per batch)`,
+  );
+  for (let run = 0; run < RUNS; run++) {
+    const ms = await withRatchet([noop], async (r) => {
+      const t0 = performance.now();
+      await enqueueBatches(r, noop, SIZE.enqueue, SIZE.batch);
+      return performance.now() - t0;
+    });
+    f.samples.push((SIZE.enqueue / ms) * 1000);
+  }
+}
+
+async function benchDrain(concurrency: number): Promise<void> {
+  const f = record(
+    `drain ${n(SIZE.drain)} no-op tasks, concurrency ${concurrency}`,
+    "tasks/s",
+    `start() on ${SIZE.drain} queued no-op tasks until stats() shows all completed (polled every ${POLL_MS} ms)`,
+  );
+  // The completion poll competes with the worker for the event loop and the connection; measure what one poll costs.
+  const poll =
+    concurrency === 1
+      ? record(
+          `stats() on ${n(SIZE.drain)} tasks (the completion poll)`,
+          "ms/call",
+          `mean of 20 stats() calls on the drained table; the drain figures pay this every ${POLL_MS} ms`,
+        )
+      : undefined;
+  for (let run = 0; run < RUNS; run++) {
+    const ms = await withRatchet([noop], async (r) => {
+      await enqueueBatches(r, noop, SIZE.drain);
+      const drained = await timeDrain(r, SIZE.drain, concurrency);
+      if (poll) {
+        const t0 = performance.now();
+        for (let i = 0; i < 20; i++) await r.stats();
+        poll.samples.push((performance.now() - t0) / 20);
+      }
+      return drained;
+    });
+    f.samples.push((SIZE.drain / ms) * 1000);
+  }
+}
+
+async function benchSteps(): Promise<void> {
+  const total = SIZE.stepTasks * SIZE.stepsPerTask;
+  const label = `${n(SIZE.stepTasks)} tasks × ${SIZE.stepsPerTask} steps, concurrency 16`;
+  const rate = record(
+    `ctx.step throughput (${label})`,
+    "steps/s",
+    `${total} steps / wall time of draining ${SIZE.stepTasks} tasks of ${SIZE.stepsPerTask} steps`,
+  );
+  const wall = record(
+    "ctx.step wall time per step",
+    "µs/step",
+    "wall time of the step drain / number of steps (includes claim and settle of the tasks)",
+  );
+  const net = record(
+    "ctx.step net cost per step",
+    "µs/step",
+    `(step drain − drain of ${SIZE.stepTasks} no-step tasks, same run) / number of steps`,
+  );
+  for (let run = 0; run < RUNS; run++) {
+    const stepMs = await withRatchet([steps10], async (r) => {
+      await enqueueBatches(r, steps10, SIZE.stepTasks);
+      return timeDrain(r, SIZE.stepTasks, 16);
+    });
+    const baseMs = await withRatchet([noop], async (r) => {
+      await enqueueBatches(r, noop, SIZE.stepTasks);
+      return timeDrain(r, SIZE.stepTasks, 16);
+    });
+    rate.samples.push((total / stepMs) * 1000);
+    wall.samples.push((stepMs * 1000) / total);
+    net.samples.push(((stepMs - baseMs) * 1000) / total);
+  }
+}
+
+async function benchRawCommits(): Promise<void> {
+  const f = record(
+    "raw SQLite commit rate (1-row INSERT transactions)",
+    "commits/s",
+    `${SIZE.commits} BEGIN IMMEDIATE; INSERT; COMMIT with better-sqlite3, WAL, synchronous=${SYNCHRONOUS}`,
+  );
+  for (let run = 0; run < RUNS; run++) {
+    const db = freshDb();
+    const conn = new Database(db.path);
+    try {
+      conn.pragma("busy_timeout = 10000");
+      conn.pragma("journal_mode = WAL");
+      conn.pragma(`synchronous = ${SYNCHRONOUS}`);
+      conn.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)");
+      const insert = conn.prepare("INSERT INTO t (v) VALUES (?)");
+      const tx = conn.transaction((i: number) => insert.run(`{"i":${i}}`));
+      const t0 = performance.now();
+      for (let i = 0; i < SIZE.commits; i++) tx.immediate(i);
+      const ms = performance.now() - t0;
+      f.samples.push((SIZE.commits / ms) * 1000);
+    } finally {
+      conn.close();
+      db.cleanup();
+    }
+  }
+}
+
+// ------------------------------------------------------------------- main
+
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, "package.json")) && existsSync(join(dir, "bench"))) return dir;
+    const up = dirname(dir);
+    if (up === dir) return process.cwd();
+    dir = up;
+  }
+}
+
+async function main(): Promise<void> {
+  const started = new Date();
+  progress(`ratchet bench (sqlite${QUICK ? ", quick" : ""}): ${RUNS} runs per figure, files in ${BASE_DIR}`);
+  const steps: [string, () => Promise<void>][] = [
+    ["raw commit rate", benchRawCommits],
+    ["enqueue (single)", benchEnqueueSingle],
+    ["enqueueMany", benchEnqueueMany],
+    ["drain c=1", () => benchDrain(1)],
+    ["drain c=16", () => benchDrain(16)],
+    ["ctx.step", benchSteps],
+  ];
+  for (const [name, fn] of steps) {
+    const t0 = performance.now();
+    await fn();
+    progress(`  ${name}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  // Figures in the order they ran, except the poll cost, which is context for the drains and goes last.
+  const ordered = [
+    ...figures.filter((f) => f.unit !== "ms/call"),
+    ...figures.filter((f) => f.unit === "ms/call"),
+  ];
+  const rows = ordered.map((f) => ({
+    figure: f.figure,
+    unit: f.unit,
+    median: median(f.samples),
+    min: Math.min(...f.samples),
+    max: Math.max(...f.samples),
+    samples: f.samples,
+    detail: f.detail,
+  }));
+
+  const cpu = cpus();
+  const env = {
+    node: process.version,
+    platform: `${platform()} ${release()} ${arch()}`,
+    cpu: `${cpu[0]?.model ?? "unknown"} × ${cpu.length}`,
+    dbDir: BASE_DIR,
+  };
+  const lines = [
+    `Ratchet benchmark — SQLite (WAL, synchronous=${SYNCHRONOUS})${QUICK ? " — QUICK" : ""}`,
+    `${started.toISOString()} · Node ${env.node} · ${env.platform} · ${env.cpu} · ${RUNS} runs per figure`,
+    "",
+    "| figure | median | min–max | unit |",
+    "| --- | ---: | ---: | --- |",
+    ...rows.map((r) => `| ${r.figure} | ${fmt(r.median)} | ${fmt(r.min)}–${fmt(r.max)} | ${r.unit} |`),
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+
+  const outDir = join(packageRoot(), "bench", "results");
+  mkdirSync(outDir, { recursive: true });
+  const out = join(outDir, QUICK ? "latest-sqlite-quick.json" : "latest-sqlite.json");
+  const json = {
+    backend: "sqlite",
+    synchronous: SYNCHRONOUS,
+    quick: QUICK,
+    runs: RUNS,
+    sizes: SIZE,
+    startedAt: started.toISOString(),
+    env,
+    figures: rows,
+  };
+  writeFileSync(out, `${JSON.stringify(json, null, 2)}\n`);
+  progress(`wrote ${out}`);
+}
+
+await main();
