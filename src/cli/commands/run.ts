@@ -21,18 +21,6 @@ function nextSignal(): Promise<NodeJS.Signals> {
   });
 }
 
-/**
- * Workaround for an engine race: stop() returns once the last task's code has
- * finished, but that task's settlement is still queued for the next turn of
- * the event loop (the Settler flushes on setImmediate). Closing the store at
- * once loses it ("could not settle: the store is closed") and leaves the task
- * running until its lease expires. A few turns let the queued flushes commit
- * (one more turn for an abort-marked task, which settles twice).
- */
-async function settlementTurns(): Promise<void> {
-  for (let i = 0; i < 4; i++) await new Promise((resolve) => setImmediate(resolve));
-}
-
 export function registerRun(program: Command): void {
   program
     .command("worker")
@@ -71,7 +59,6 @@ export function registerRun(program: Command): void {
             if (s.json) printJson({ event: "stopping", signal: sig });
             else print(`${sig}: stopping; running tasks finish or are released (signal again to force)`);
             await s.ratchet.stop();
-            await settlementTurns();
             if (s.json) printJson({ event: "stopped" });
             else print("stopped");
           },
