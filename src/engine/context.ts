@@ -18,6 +18,7 @@ import {
 } from "../errors.js";
 import type { ClaimedTask, Fence, Store } from "../store/store.js";
 import { checkName, describe, MAX_MS } from "./definition.js";
+import { retryStore } from "./store-retry.js";
 
 export interface TaskContext {
   readonly taskId: number;
@@ -154,7 +155,7 @@ export class Invocation implements TaskContext {
   }
 
   async #stepsLoaded(): Promise<Map<string, unknown>> {
-    if (!this.#steps) this.#steps = await this.#deps.store.loadSteps(this.taskId);
+    if (!this.#steps) this.#steps = await retryStore(() => this.#deps.store.loadSteps(this.taskId));
     return this.#steps;
   }
 
@@ -170,7 +171,7 @@ export class Invocation implements TaskContext {
     // Unstorable results are errors, never silently truncated (spec §4.6).
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
     try {
-      await this.#deps.store.commitStep(this.fence, n, text);
+      await retryStore(() => this.#deps.store.commitStep(this.fence, n, text));
     } catch (e) {
       this.#refused(e);
     }
@@ -200,7 +201,7 @@ export class Invocation implements TaskContext {
   async heartbeat(): Promise<void> {
     this.#live();
     try {
-      await this.#deps.store.heartbeat(this.fence, this.#maxMs, this.#deps.leaseGraceMs);
+      await retryStore(() => this.#deps.store.heartbeat(this.fence, this.#maxMs, this.#deps.leaseGraceMs));
     } catch (e) {
       this.#refused(e);
     }

@@ -57,13 +57,18 @@ export const MAX_MS = 2 ** 31 - 1;
 
 const NAME_RE = /^[^\p{Cc}\p{Cf}]+$/u;
 
-/** Names, queues, job names and dedupe keys: 1–200 characters, no control or format characters. */
+/**
+ * Names, queues, job names and dedupe keys: 1–200 characters, no control or
+ * format characters, no lone surrogates (a driver would silently turn them into
+ * U+FFFD, so the name read back would differ).
+ */
 export function checkName(value: unknown, what: string): string {
   if (
     typeof value !== "string" ||
     value.length === 0 ||
     value.length > 200 ||
     !NAME_RE.test(value) ||
+    !(value as unknown as { isWellFormed(): boolean }).isWellFormed() ||
     value.trim() !== value
   ) {
     throw new ValidationError(

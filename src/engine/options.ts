@@ -2,6 +2,7 @@ import { type Clock, type Random, systemClock, systemRandom } from "../core/cloc
 import { DEFAULT_MAX_PAYLOAD_BYTES } from "../core/json.js";
 import { DEFAULT_TICK_RESERVE_MS } from "../core/tick.js";
 import { ConfigError } from "../errors.js";
+import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import { describe, MAX_MS, type TaskDefinition } from "./definition.js";
@@ -33,6 +34,8 @@ export interface OpenOptions {
   synchronous?: "NORMAL" | "FULL";
   /** The largest tick budget you run with; definitions that cannot fit it are rejected (spec §8.4). */
   tickBudgetMs?: number;
+  /** PostgreSQL settings for a postgres:// store. */
+  postgres?: { schema?: string; poolMax?: number };
   /** Part of a tick's budget never spent on starting work (spec §8.3). Default 3 s. */
   tickReserveMs?: number;
   /** Longest idle poll of a worker. Default 500 ms. */
@@ -101,7 +104,12 @@ export function resolveOptions(o: OpenOptions): ResolvedOptions {
 }
 
 /** Parses a store URL. spec §10. */
-export function openStore(spec: string, clock: Clock, synchronous: "NORMAL" | "FULL" | undefined): Store {
+export function openStore(
+  spec: string,
+  clock: Clock,
+  synchronous: "NORMAL" | "FULL" | undefined,
+  pgOptions: { schema?: string; poolMax?: number; clock?: Clock } = {},
+): Store {
   if (typeof spec !== "string")
     throw new ConfigError("store must be a string such as sqlite:./ratchet.db, or a Store");
   if (spec.startsWith("sqlite:")) {
@@ -113,5 +121,10 @@ export function openStore(spec: string, clock: Clock, synchronous: "NORMAL" | "F
     }
     return new SqliteStore({ path, clock, synchronous });
   }
-  throw new ConfigError(`unsupported store "${spec}": use sqlite:PATH or sqlite::memory:`);
+  if (spec.startsWith("postgres://") || spec.startsWith("postgresql://")) {
+    return new PostgresStore({ connectionString: spec, ...pgOptions });
+  }
+  throw new ConfigError(
+    `unsupported store "${spec}": use sqlite:PATH, sqlite::memory: or postgres://USER@HOST/DB`,
+  );
 }

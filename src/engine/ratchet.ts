@@ -110,6 +110,7 @@ export class Ratchet {
         stop: boolean;
         shutdownTimeoutMs: number;
         queues: string[] | undefined;
+        unsubscribe: (() => Promise<void>) | undefined;
       }
     | undefined;
   #ticks = new Set<Driver>();
@@ -142,7 +143,11 @@ export class Ratchet {
     const store =
       typeof options.store === "object" && options.store !== null
         ? options.store
-        : openStore(options.store ?? "sqlite:./ratchet.db", o.clock, options.synchronous);
+        : openStore(options.store ?? "sqlite:./ratchet.db", o.clock, options.synchronous, {
+            ...options.postgres,
+            // PostgreSQL uses the database clock unless a clock was given explicitly (tests).
+            clock: options.clock,
+          });
     const r = new Ratchet(
       store,
       o,
@@ -381,6 +386,7 @@ export class Ratchet {
       stop: false,
       shutdownTimeoutMs: opts.shutdownTimeoutMs ?? 10_000,
       queues,
+      unsubscribe: this.store.subscribe ? await this.store.subscribe(() => this.#wakeup.notify()) : undefined,
     };
     this.#worker = w;
     w.loop = this.#workerLoop(w);
@@ -428,6 +434,7 @@ export class Ratchet {
     w.stop = true;
     this.#wakeup.notify();
     await w.loop;
+    await w.unsubscribe?.();
     await w.driver.drain(w.shutdownTimeoutMs);
     this.#worker = undefined;
   }

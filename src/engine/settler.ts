@@ -7,6 +7,7 @@
  * lets one stale holder's write through because another's is current.
  */
 import type { Settlement, SettleResult, Store } from "../store/store.js";
+import { retryStore } from "./store-retry.js";
 
 export class Settler {
   #queue: { s: Settlement; resolve: (r: SettleResult) => void; reject: (e: unknown) => void }[] = [];
@@ -32,7 +33,7 @@ export class Settler {
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.maxBatch);
       try {
-        const results = await this.store.settle(batch.map((b) => b.s));
+        const results = await retryStore(() => this.store.settle(batch.map((b) => b.s)));
         for (const [i, b] of batch.entries()) b.resolve(results[i]!);
       } catch (err) {
         for (const b of batch) b.reject(err);

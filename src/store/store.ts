@@ -205,5 +205,12 @@ export interface Store {
   /** Deletes up to `limit` terminal tasks that ended before now − olderThanMs. Returns how many. */
   prune(olderThanMs: number, limit: number): Promise<number>;
 
+  /**
+   * Optional push wake-ups (PostgreSQL LISTEN/NOTIFY): onWake is called when
+   * due work may have appeared. Returns an unsubscribe function. Polling stays
+   * the fallback, so a lost notification only costs latency.
+   */
+  subscribe?(onWake: () => void): Promise<() => Promise<void>>;
+
   close(): Promise<void>;
 }

@@ -27,6 +27,7 @@ import {
   StoreError,
   ValidationError,
 } from "../../errors.js";
+import { type TaskRow, toRecord } from "../rows.js";
 import type {
   AbortResult,
   ClaimedTask,
@@ -48,7 +49,6 @@ import type {
   TaskRecord,
 } from "../store.js";
 import { LATEST_VERSION, MIGRATIONS } from "./migrations.js";
-import { type TaskRow, toRecord } from "./rows.js";
 import {
   CLAIM_ONE,
   FENCE,

@@ -1,8 +1,8 @@
-import { fromJson, type StoredError } from "../../core/json.js";
-import type { Outcome, Status } from "../../core/model.js";
-import type { TaskRecord } from "../store.js";
+import { fromJson, type StoredError } from "../core/json.js";
+import type { Outcome, Status } from "../core/model.js";
+import type { TaskRecord } from "./store.js";
 
-/** A row of ratchet_tasks as better-sqlite3 returns it. */
+/** A row of ratchet_tasks as the drivers return it (both backends use the same column names). */
 export interface TaskRow {
   id: number;
   queue: string;
