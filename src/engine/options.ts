@@ -122,7 +122,15 @@ export function openStore(
     return new SqliteStore({ path, clock, synchronous });
   }
   if (spec.startsWith("postgres://") || spec.startsWith("postgresql://")) {
-    return new PostgresStore({ connectionString: spec, ...pgOptions });
+    // The schema may ride in the URL (?schema=name); pg would send unknown parameters to the server.
+    const url = new URL(spec);
+    const schema = url.searchParams.get("schema") ?? undefined;
+    url.searchParams.delete("schema");
+    return new PostgresStore({
+      connectionString: url.toString(),
+      ...pgOptions,
+      schema: pgOptions.schema ?? schema,
+    });
   }
   throw new ConfigError(
     `unsupported store "${spec}": use sqlite:PATH, sqlite::memory: or postgres://USER@HOST/DB`,

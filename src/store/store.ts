@@ -170,6 +170,8 @@ export type AbortResult = { state: "aborted" | "marked" } | { state: "terminal";
 export interface Store {
   /** Create or migrate the schema (spec §10.1). Safe when several processes open at once. */
   migrate(): Promise<void>;
+  /** The schema version in the database (after migrate: the latest this code knows). */
+  schemaVersion(): Promise<number>;
   now(): Promise<number>;
 
   enqueue(batch: readonly NewTask[], opts: EnqueueOptions): Promise<Enqueued[]>;

@@ -36,6 +36,17 @@ export function registerSteer(program: Command): void {
     });
 
   program
+    .command("migrate")
+    .description("create or upgrade the store's schema (every command also does this on open)")
+    .action(async (_o: unknown, cmd: Command) => {
+      await withSession(cmd, {}, async (s) => {
+        const version = await s.ratchet.store.schemaVersion();
+        if (s.json) printJson({ store: s.store, version });
+        else print(`schema is at version ${version}`);
+      });
+    });
+
+  program
     .command("prune")
     .description("delete terminal tasks (with their steps and events) that ended before a cutoff")
     .requiredOption("--older-than <duration>", "age of the end, e.g. 7d", option(parseDuration))

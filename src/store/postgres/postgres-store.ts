@@ -216,6 +216,13 @@ export class PostgresStore implements Store {
     });
   }
 
+  async schemaVersion(): Promise<number> {
+    return this.#read(
+      async (c) =>
+        (await c.query(`SELECT max(version) AS v FROM ${this.#quoted}.ratchet_schema`)).rows[0].v as number,
+    );
+  }
+
   async #notify(c: Client): Promise<void> {
     await c.query("SELECT pg_notify($1, '')", [this.#channel]);
   }
