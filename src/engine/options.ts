@@ -35,7 +35,12 @@ export interface OpenOptions {
   /** The largest tick budget you run with; definitions that cannot fit it are rejected (spec §8.4). */
   tickBudgetMs?: number;
   /** PostgreSQL settings for a postgres:// store. */
-  postgres?: { schema?: string; poolMax?: number };
+  postgres?: {
+    schema?: string;
+    poolMax?: number;
+    /** Use this pg.Pool (Ratchet will not end it); the store URL is then only used for its scheme. */
+    pool?: import("pg").Pool;
+  };
   /** Part of a tick's budget never spent on starting work (spec §8.3). Default 3 s. */
   tickReserveMs?: number;
   /** Longest idle poll of a worker. Default 500 ms. */
@@ -108,7 +113,7 @@ export function openStore(
   spec: string,
   clock: Clock,
   synchronous: "NORMAL" | "FULL" | undefined,
-  pgOptions: { schema?: string; poolMax?: number; clock?: Clock } = {},
+  pgOptions: { schema?: string; poolMax?: number; clock?: Clock; pool?: import("pg").Pool } = {},
 ): Store {
   if (typeof spec !== "string")
     throw new ConfigError("store must be a string such as sqlite:./ratchet.db, or a Store");
