@@ -2,17 +2,20 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
-import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import {
   aborted,
+  createStore,
   deferred,
   drain,
   expectCode,
   FakeClock,
+  forEachBackend,
   onCleanup,
   openRatchet,
+  type StoreOptions,
+  sharedStoreOptions,
   silentLogger,
-  tempDbPath,
+  storeOptions,
   until,
 } from "./helpers.js";
 
@@ -20,403 +23,428 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-async function openFile(path: string, tasks: Parameters<typeof openRatchet>[0], extra = {}) {
-  return openRatchet(tasks, { store: `sqlite:${path}`, ...extra });
+/** Lets real I/O (a PostgreSQL round trip) progress for about `ms` of real time, while fake time stands still. */
+async function realPause(ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) await new Promise((r) => setImmediate(r));
 }
 
-describe("drivers (spec §8)", () => {
-  it("§8.2 stop() past shutdownTimeoutMs aborts the signal and releases the task: pending, attempt not counted, event 'released'; another instance claims it at once", async () => {
-    const path = tempDbPath();
-    const started = deferred();
-    const gate = deferred();
-    let signalReason: unknown;
-    let staleDone = false;
-    const slow1 = defineTask({
-      name: "work",
-      async run(ctx: TaskContext) {
-        started.resolve();
-        void aborted(ctx.signal).then((r) => {
-          signalReason = r;
-        });
-        await gate.promise; // ignores the signal
-        try {
-          await ctx.step("late", () => 1);
-        } catch {
-          // refused: this invocation no longer holds the task
+/** Opens another instance on shared storage (one SQLite file, or one PostgreSQL schema). */
+async function openAt(loc: StoreOptions, tasks: Parameters<typeof openRatchet>[0], extra = {}) {
+  return openRatchet(tasks, { ...loc, ...extra });
+}
+
+forEachBackend(() => {
+  describe("drivers (spec §8)", () => {
+    it("§8.2 stop() past shutdownTimeoutMs aborts the signal and releases the task: pending, attempt not counted, event 'released'; another instance claims it at once", async () => {
+      const loc = sharedStoreOptions();
+      const started = deferred();
+      const gate = deferred();
+      let signalReason: unknown;
+      let staleDone = false;
+      const slow1 = defineTask({
+        name: "work",
+        async run(ctx: TaskContext) {
+          started.resolve();
+          void aborted(ctx.signal).then((r) => {
+            signalReason = r;
+          });
+          await gate.promise; // ignores the signal
+          try {
+            await ctx.step("late", () => 1);
+          } catch {
+            // refused: this invocation no longer holds the task
+          }
+          staleDone = true;
+          return "from r1";
+        },
+      });
+      const r1 = await openAt(loc, [slow1]);
+      const id = await r1.enqueue(slow1);
+      await r1.start({ concurrency: 1, shutdownTimeoutMs: 100 });
+      await started.promise;
+      await r1.stop();
+      const rec = (await r1.get(id))!;
+      expect(rec.status).toBe("pending");
+      expect(rec.attempts).toBe(0);
+      expect(rec.outcome).toBeNull();
+      expect(rec.lockedBy).toBeNull();
+      expect(rec.leaseUntil).toBeNull();
+      expect((signalReason as RatchetError | undefined)?.code).toBeDefined();
+      const events = await r1.store.events(id);
+      expect(events.map((e) => e.kind)).toEqual(["released"]);
+
+      const fast2 = defineTask({ name: "work", run: () => "from r2" });
+      const r2 = await openAt(loc, [fast2]);
+      const report = await drain(r2);
+      expect(report.ran).toBe(1);
+      const done = await r2.waitFor(id, { timeoutMs: 10_000 });
+      expect(done.result).toBe("from r2");
+      expect(done.attempts).toBe(1);
+      expect(done.epoch).toBe(2);
+
+      gate.resolve();
+      await until(() => staleDone, "the stale handler to finish");
+      expect((await r2.get(id))!.result).toBe("from r2");
+      expect(await r2.store.steps(id)).toEqual([]);
+    });
+
+    it("§8.2 stop() waits for in-flight invocations that finish within shutdownTimeoutMs, and their outcome is committed", async () => {
+      const started = deferred();
+      const gate = deferred();
+      const t = defineTask({
+        name: "finishing",
+        async run() {
+          started.resolve();
+          await gate.promise;
+          return "finished";
+        },
+      });
+      const r = await openRatchet([t]);
+      const id = await r.enqueue(t);
+      await r.start({ concurrency: 1, shutdownTimeoutMs: 30_000 });
+      await started.promise;
+      const stopping = r.stop();
+      gate.resolve();
+      await stopping;
+      const rec = (await r.get(id))!;
+      expect(rec.status).toBe("terminal");
+      expect(rec.outcome).toBe("completed");
+      expect(rec.result).toBe("finished");
+    });
+
+    it("§8.2 close() right after a task's code returns still commits its outcome", async () => {
+      const loc = sharedStoreOptions();
+      const returned = deferred();
+      const t = defineTask({
+        name: "quick",
+        run() {
+          returned.resolve();
+          return "kept";
+        },
+      });
+      const r = await Ratchet.open({ ...loc, tasks: [t], logger: silentLogger });
+      const id = await r.enqueue(t);
+      await r.start({ concurrency: 1 });
+      await returned.promise;
+      await r.close();
+      const again = await openAt(loc, [t]);
+      const rec = (await again.get(id))!;
+      expect(rec.status).toBe("terminal");
+      expect(rec.result).toBe("kept");
+    });
+
+    it("§8.1 a worker runs at most `concurrency` invocations at a time", async () => {
+      let active = 0;
+      let peak = 0;
+      const gate = deferred();
+      const t = defineTask({
+        name: "gated",
+        async run() {
+          active++;
+          peak = Math.max(peak, active);
+          await gate.promise;
+          active--;
+          return null;
+        },
+      });
+      const r = await openRatchet([t], { pollIntervalMs: 10 });
+      const ids = await r.enqueueMany(Array.from({ length: 10 }, () => ({ task: t })));
+      await r.start({ concurrency: 3 });
+      await until(() => active === 3, "three invocations in flight");
+      const stats = (await r.stats())[0]!;
+      expect(stats.byStatus.running).toBe(3);
+      expect(stats.byStatus.pending).toBe(7);
+      gate.resolve();
+      for (const id of ids) await r.waitFor(id, { timeoutMs: 10_000 });
+      expect(peak).toBe(3);
+    });
+
+    it("§8.1 an enqueue in the same process wakes an idle worker at once (no poll timer has to fire)", async () => {
+      // Every timer is fake from the start, and never advanced: a worker that relied
+      // on its poll timer would never see the task.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+      const inner = await createStore(systemClock);
+      let idlePolls = 0;
+      const store = new Proxy(inner, {
+        get(target, prop) {
+          const v = Reflect.get(target, prop, target);
+          if (typeof v !== "function") return v;
+          if (prop === "nextRunAt") {
+            return () => {
+              idlePolls++;
+              return target.nextRunAt();
+            };
+          }
+          return v.bind(target);
+        },
+      });
+      const t = defineTask({ name: "wake", run: () => "woken" });
+      const r = await openRatchet([t], { store, pollIntervalMs: 600_000 });
+      await r.start({ concurrency: 1 });
+      const spin = async (cond: () => Promise<boolean> | boolean) => {
+        for (let i = 0; i < 10_000; i++) {
+          if (await cond()) return true;
+          await new Promise((res) => setImmediate(res));
         }
-        staleDone = true;
-        return "from r1";
-      },
+        return false;
+      };
+      // Two idle rounds: the start-up notification is used up and the worker now waits on a (frozen) timer.
+      expect(await spin(() => idlePolls >= 2)).toBe(true);
+      const polls = idlePolls;
+      const id = await r.enqueue(t);
+      expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
+      expect((await inner.get(id))!.result).toBe("woken");
+      expect(idlePolls).toBeGreaterThanOrEqual(polls);
+      vi.useRealTimers();
     });
-    const r1 = await openFile(path, [slow1]);
-    const id = await r1.enqueue(slow1);
-    await r1.start({ concurrency: 1, shutdownTimeoutMs: 100 });
-    await started.promise;
-    await r1.stop();
-    const rec = (await r1.get(id))!;
-    expect(rec.status).toBe("pending");
-    expect(rec.attempts).toBe(0);
-    expect(rec.outcome).toBeNull();
-    expect(rec.lockedBy).toBeNull();
-    expect(rec.leaseUntil).toBeNull();
-    expect((signalReason as RatchetError | undefined)?.code).toBeDefined();
-    const events = await r1.store.events(id);
-    expect(events.map((e) => e.kind)).toEqual(["released"]);
 
-    const fast2 = defineTask({ name: "work", run: () => "from r2" });
-    const r2 = await openFile(path, [fast2]);
-    const report = await drain(r2);
-    expect(report.ran).toBe(1);
-    const done = await r2.waitFor(id, { timeoutMs: 10_000 });
-    expect(done.result).toBe("from r2");
-    expect(done.attempts).toBe(1);
-    expect(done.epoch).toBe(2);
-
-    gate.resolve();
-    await until(() => staleDone, "the stale handler to finish");
-    expect((await r2.get(id))!.result).toBe("from r2");
-    expect(await r2.store.steps(id)).toEqual([]);
-  });
-
-  it("§8.2 stop() waits for in-flight invocations that finish within shutdownTimeoutMs, and their outcome is committed", async () => {
-    const started = deferred();
-    const gate = deferred();
-    const t = defineTask({
-      name: "finishing",
-      async run() {
-        started.resolve();
-        await gate.promise;
-        return "finished";
-      },
-    });
-    const r = await openRatchet([t]);
-    const id = await r.enqueue(t);
-    await r.start({ concurrency: 1, shutdownTimeoutMs: 30_000 });
-    await started.promise;
-    const stopping = r.stop();
-    gate.resolve();
-    await stopping;
-    const rec = (await r.get(id))!;
-    expect(rec.status).toBe("terminal");
-    expect(rec.outcome).toBe("completed");
-    expect(rec.result).toBe("finished");
-  });
-
-  it("§8.2 close() right after a task's code returns still commits its outcome", async () => {
-    const path = tempDbPath();
-    const returned = deferred();
-    const t = defineTask({
-      name: "quick",
-      run() {
-        returned.resolve();
-        return "kept";
-      },
-    });
-    const r = await Ratchet.open({ store: `sqlite:${path}`, tasks: [t], logger: silentLogger });
-    const id = await r.enqueue(t);
-    await r.start({ concurrency: 1 });
-    await returned.promise;
-    await r.close();
-    const again = await openFile(path, [t]);
-    const rec = (await again.get(id))!;
-    expect(rec.status).toBe("terminal");
-    expect(rec.result).toBe("kept");
-  });
-
-  it("§8.1 a worker runs at most `concurrency` invocations at a time", async () => {
-    let active = 0;
-    let peak = 0;
-    const gate = deferred();
-    const t = defineTask({
-      name: "gated",
-      async run() {
-        active++;
-        peak = Math.max(peak, active);
-        await gate.promise;
-        active--;
-        return null;
-      },
-    });
-    const r = await openRatchet([t], { pollIntervalMs: 10 });
-    const ids = await r.enqueueMany(Array.from({ length: 10 }, () => ({ task: t })));
-    await r.start({ concurrency: 3 });
-    await until(() => active === 3, "three invocations in flight");
-    const stats = (await r.stats())[0]!;
-    expect(stats.byStatus.running).toBe(3);
-    expect(stats.byStatus.pending).toBe(7);
-    gate.resolve();
-    for (const id of ids) await r.waitFor(id, { timeoutMs: 10_000 });
-    expect(peak).toBe(3);
-  });
-
-  it("§8.1 an enqueue in the same process wakes an idle worker at once (no poll timer has to fire)", async () => {
-    // Every timer is fake from the start, and never advanced: a worker that relied
-    // on its poll timer would never see the task.
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
-    const inner = new SqliteStore({ path: ":memory:", clock: systemClock });
-    let idlePolls = 0;
-    const store = new Proxy(inner, {
-      get(target, prop) {
-        const v = Reflect.get(target, prop, target);
-        if (typeof v !== "function") return v;
-        if (prop === "nextRunAt") {
-          return () => {
-            idlePolls++;
-            return target.nextRunAt();
-          };
-        }
-        return v.bind(target);
-      },
-    });
-    const t = defineTask({ name: "wake", run: () => "woken" });
-    const r = await openRatchet([t], { store, pollIntervalMs: 600_000 });
-    await r.start({ concurrency: 1 });
-    const spin = async (cond: () => Promise<boolean> | boolean) => {
-      for (let i = 0; i < 10_000; i++) {
-        if (await cond()) return true;
-        await new Promise((res) => setImmediate(res));
+    it("§8.1 an idle worker never sleeps past the next due time (nextRunAt), whatever its poll backoff", async () => {
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+      const loc = sharedStoreOptions();
+      const t = defineTask({ name: "due", run: () => "ran" });
+      // Every instance and its store read the faked Date (on PostgreSQL too, instead of the database clock).
+      const clock = { now: () => Date.now() };
+      const worker = await openAt(loc, [t], { pollIntervalMs: 600_000, clock });
+      const other = await openAt(loc, [t], { clock });
+      await worker.start({ concurrency: 1 });
+      // Idle for 10 simulated seconds: the poll delay has grown to seconds.
+      for (let i = 0; i < 100; i++) await vi.advanceTimersByTimeAsync(100);
+      // Another instance (no in-process wake-up) enqueues a task due in 30 s.
+      const id = await other.enqueue(t, null, { delayMs: 30_000 });
+      const due = (await other.get(id))!.runAfter;
+      // Up to just before the due time in 100 ms steps, then in 1 ms steps: claimedAt then shows how late
+      // the worker woke even when store calls are real I/O (PostgreSQL) that fake time would outrun.
+      let rec = (await other.get(id))!;
+      for (let i = 0; i < 1_000 && Date.now() + 100 <= due; i++) {
+        await vi.advanceTimersByTimeAsync(100);
+        rec = (await other.get(id))!;
       }
-      return false;
-    };
-    // Two idle rounds: the start-up notification is used up and the worker now waits on a (frozen) timer.
-    expect(await spin(() => idlePolls >= 2)).toBe(true);
-    const polls = idlePolls;
-    const id = await r.enqueue(t);
-    expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
-    expect((await inner.get(id))!.result).toBe("woken");
-    expect(idlePolls).toBeGreaterThanOrEqual(polls);
-    vi.useRealTimers();
-  });
-
-  it("§8.1 an idle worker never sleeps past the next due time (nextRunAt), whatever its poll backoff", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
-    const path = tempDbPath();
-    const t = defineTask({ name: "due", run: () => "ran" });
-    const worker = await openFile(path, [t], { pollIntervalMs: 600_000 });
-    const other = await openFile(path, [t]);
-    await worker.start({ concurrency: 1 });
-    // Idle for 10 simulated seconds: the poll delay has grown to seconds.
-    for (let i = 0; i < 100; i++) await vi.advanceTimersByTimeAsync(100);
-    // Another instance (no in-process wake-up) enqueues a task due in 30 s.
-    const id = await other.enqueue(t, null, { delayMs: 30_000 });
-    const due = (await other.get(id))!.runAfter;
-    let rec = (await other.get(id))!;
-    for (let i = 0; i < 1_000 && rec.status !== "terminal"; i++) {
-      await vi.advanceTimersByTimeAsync(100);
-      rec = (await other.get(id))!;
-    }
-    expect(rec.outcome).toBe("completed");
-    // Claimed within the first 100 ms step after it became due, not a whole poll interval later.
-    expect(rec.claimedAt! - due).toBeLessThan(200);
-    vi.useRealTimers();
-  });
-
-  it("§8.1 start() rejects a second worker and a bad concurrency", async () => {
-    const t = defineTask({ name: "x", run: () => null });
-    const r = await openRatchet([t]);
-    await expectCode(() => r.start({ concurrency: 0 }), "RATCHET_CONFIG");
-    await expectCode(() => r.start({ concurrency: 1.5 }), "RATCHET_CONFIG");
-    await r.start({ concurrency: 1 });
-    await expectCode(() => r.start({ concurrency: 1 }), "RATCHET_CONFIG");
-  });
-
-  it("§8.3 tick skips (and counts) a task whose maxMs + reserve exceeds the budget that remains, and leaves it pending", async () => {
-    const clock = new FakeClock();
-    const order: string[] = [];
-    const eats = defineTask({
-      name: "eats",
-      maxMs: 1_000,
-      priority: 10,
-      run() {
-        order.push("eats");
-        clock.advance(5_000); // uses half the budget
-        return null;
-      },
+      for (let i = 0; i < 5_000 && rec.status !== "terminal"; i++) {
+        await vi.advanceTimersByTimeAsync(1);
+        await realPause(2);
+        rec = (await other.get(id))!;
+      }
+      expect(rec.outcome).toBe("completed");
+      // Claimed within moments of becoming due, not a whole poll interval (seconds by now) later.
+      expect(rec.claimedAt! - due).toBeLessThan(200);
+      vi.useRealTimers();
     });
-    const big = defineTask({
-      name: "big",
-      maxMs: 3_000,
-      run() {
-        order.push("big");
-        return null;
-      },
+
+    it("§8.1 start() rejects a second worker and a bad concurrency", async () => {
+      const t = defineTask({ name: "x", run: () => null });
+      const r = await openRatchet([t]);
+      await expectCode(() => r.start({ concurrency: 0 }), "RATCHET_CONFIG");
+      await expectCode(() => r.start({ concurrency: 1.5 }), "RATCHET_CONFIG");
+      await r.start({ concurrency: 1 });
+      await expectCode(() => r.start({ concurrency: 1 }), "RATCHET_CONFIG");
     });
-    const huge = defineTask({ name: "huge", maxMs: 8_000, run: () => null });
-    const r = await openRatchet([eats, big, huge], { clock });
-    const a = await r.enqueue(eats);
-    const b = await r.enqueue(big);
-    const c = await r.enqueue(huge);
-    // budget 10 s, reserve 3 s: eats (4 s) and big (6 s) fit at the start, huge (11 s) never does.
-    const report = await r.tick({ budgetMs: 10_000, concurrency: 1 });
-    expect(order).toEqual(["eats"]);
-    expect(report.ran).toBe(1);
-    expect(report.skipped).toBe(2);
-    expect(report.ms).toBe(5_000);
-    expect(report.budgetLeft).toBe(5_000);
-    await until(async () => (await r.get(a))!.status === "terminal", "eats to settle");
-    expect((await r.get(b))!.status).toBe("pending");
-    expect((await r.get(c))!.status).toBe("pending");
-  });
 
-  it("§8.3 tick returns {ran, done, failed, retried, skipped, ms, budgetLeft} with every settlement already committed", async () => {
-    const clock = new FakeClock();
-    const ok = defineTask({ name: "ok", maxMs: 1_000, run: () => 1 });
-    const bad = defineTask({
-      name: "bad",
-      maxMs: 1_000,
-      retry: { maxAttempts: 1 },
-      run() {
-        throw new Error("x");
-      },
+    it("§8.3 tick skips (and counts) a task whose maxMs + reserve exceeds the budget that remains, and leaves it pending", async () => {
+      const clock = new FakeClock();
+      const order: string[] = [];
+      const eats = defineTask({
+        name: "eats",
+        maxMs: 1_000,
+        priority: 10,
+        run() {
+          order.push("eats");
+          clock.advance(5_000); // uses half the budget
+          return null;
+        },
+      });
+      const big = defineTask({
+        name: "big",
+        maxMs: 3_000,
+        run() {
+          order.push("big");
+          return null;
+        },
+      });
+      const huge = defineTask({ name: "huge", maxMs: 8_000, run: () => null });
+      const r = await openRatchet([eats, big, huge], { clock });
+      const a = await r.enqueue(eats);
+      const b = await r.enqueue(big);
+      const c = await r.enqueue(huge);
+      // budget 10 s, reserve 3 s: eats (4 s) and big (6 s) fit at the start, huge (11 s) never does.
+      const report = await r.tick({ budgetMs: 10_000, concurrency: 1 });
+      expect(order).toEqual(["eats"]);
+      expect(report.ran).toBe(1);
+      expect(report.skipped).toBe(2);
+      expect(report.ms).toBe(5_000);
+      expect(report.budgetLeft).toBe(5_000);
+      await until(async () => (await r.get(a))!.status === "terminal", "eats to settle");
+      expect((await r.get(b))!.status).toBe("pending");
+      expect((await r.get(c))!.status).toBe("pending");
     });
-    const flaky = defineTask({
-      name: "flaky",
-      maxMs: 1_000,
-      retry: { maxAttempts: 2 },
-      run() {
-        throw new Error("y");
-      },
+
+    it("§8.3 tick returns {ran, done, failed, retried, skipped, ms, budgetLeft} with every settlement already committed", async () => {
+      const clock = new FakeClock();
+      const ok = defineTask({ name: "ok", maxMs: 1_000, run: () => 1 });
+      const bad = defineTask({
+        name: "bad",
+        maxMs: 1_000,
+        retry: { maxAttempts: 1 },
+        run() {
+          throw new Error("x");
+        },
+      });
+      const flaky = defineTask({
+        name: "flaky",
+        maxMs: 1_000,
+        retry: { maxAttempts: 2 },
+        run() {
+          throw new Error("y");
+        },
+      });
+      const r = await openRatchet([ok, bad, flaky], { clock });
+      const ids = await r.enqueueMany([
+        { task: ok },
+        { task: ok },
+        { task: ok },
+        { task: bad },
+        { task: flaky },
+      ]);
+      const report = await r.tick({ budgetMs: 60_000 });
+      expect(report).toEqual({
+        ran: 5,
+        done: 3,
+        failed: 1,
+        retried: 1,
+        skipped: 0,
+        ms: 0,
+        budgetLeft: 60_000,
+      });
+      const statuses = await Promise.all(ids.map(async (id) => (await r.get(id))!.status));
+      expect(statuses).toEqual(["terminal", "terminal", "terminal", "terminal", "waiting"]);
     });
-    const r = await openRatchet([ok, bad, flaky], { clock });
-    const ids = await r.enqueueMany([
-      { task: ok },
-      { task: ok },
-      { task: ok },
-      { task: bad },
-      { task: flaky },
-    ]);
-    const report = await r.tick({ budgetMs: 60_000 });
-    expect(report).toEqual({ ran: 5, done: 3, failed: 1, retried: 1, skipped: 0, ms: 0, budgetLeft: 60_000 });
-    const statuses = await Promise.all(ids.map(async (id) => (await r.get(id))!.status));
-    expect(statuses).toEqual(["terminal", "terminal", "terminal", "terminal", "waiting"]);
-  });
 
-  it("§8.3 tick defaults to max 50 tasks", async () => {
-    const t = defineTask({ name: "many", maxMs: 1_000, run: () => null });
-    const r = await openRatchet([t], { clock: new FakeClock() });
-    await r.enqueueMany(Array.from({ length: 60 }, () => ({ task: t })));
-    const report = await r.tick({ budgetMs: 60_000 });
-    expect(report.ran).toBe(50);
-  });
-
-  it("§8.3 tick honours max and defaults to concurrency 6", async () => {
-    let active = 0;
-    let peak = 0;
-    const gate = deferred();
-    const t = defineTask({
-      name: "conc",
-      maxMs: 10_000,
-      async run() {
-        active++;
-        peak = Math.max(peak, active);
-        await gate.promise;
-        active--;
-        return null;
-      },
+    it("§8.3 tick defaults to max 50 tasks", async () => {
+      const t = defineTask({ name: "many", maxMs: 1_000, run: () => null });
+      const r = await openRatchet([t], { clock: new FakeClock() });
+      await r.enqueueMany(Array.from({ length: 60 }, () => ({ task: t })));
+      const report = await r.tick({ budgetMs: 60_000 });
+      expect(report.ran).toBe(50);
     });
-    const r = await openRatchet([t]);
-    await r.enqueueMany(Array.from({ length: 12 }, () => ({ task: t })));
-    const ticking = r.tick({ budgetMs: 600_000, max: 9 });
-    await until(() => active === 6, "six invocations");
-    gate.resolve();
-    const report = await ticking;
-    expect(peak).toBe(6);
-    expect(report.ran).toBe(9);
-  });
 
-  it("§8.3 a tick with no budget left for the reserve starts nothing", async () => {
-    const t = defineTask({ name: "tiny", maxMs: 1, run: () => null });
-    const r = await openRatchet([t], { clock: new FakeClock() });
-    await r.enqueue(t);
-    const report = await r.tick({ budgetMs: 3_000 });
-    expect(report.ran).toBe(0);
-    expect(report.skipped).toBe(1);
-    await expectCode(() => r.tick({ budgetMs: -1 }), "RATCHET_INVALID_INPUT");
-  });
-
-  it("§8.4 with tickBudgetMs, a definition that can never fit is rejected at open() and at register() with RATCHET_CONFIG 'can never fit'", async () => {
-    const big = defineTask({ name: "big", maxMs: 60_000, run: () => null });
-    const fits = defineTask({ name: "fits", maxMs: 57_000, run: () => null });
-    const err = await expectCode(
-      () =>
-        Ratchet.open({ store: "sqlite::memory:", tasks: [big], tickBudgetMs: 62_999, logger: silentLogger }),
-      "RATCHET_CONFIG",
-    );
-    expect(err.message).toContain("can never fit");
-    const r = await openRatchet([fits], { tickBudgetMs: 60_000 });
-    const e2 = await expectCode(() => r.register(big), "RATCHET_CONFIG");
-    expect(e2.message).toContain("can never fit");
-    expect(r.definitions().map((d) => d.name)).toEqual(["fits"]);
-  });
-
-  it("§8.4 a definition first seen at enqueue is registered, so it is checked against tickBudgetMs too", async () => {
-    const big = defineTask({ name: "big", maxMs: 60_000, run: () => null });
-    const r = await openRatchet([], { tickBudgetMs: 30_000 });
-    await expectCode(() => r.enqueue(big), "RATCHET_CONFIG");
-  });
-
-  it("§8.4 a smaller tick only skips a task that the largest tick can run", async () => {
-    const t = defineTask({ name: "mid", maxMs: 20_000, run: () => "ran" });
-    const r = await openRatchet([t], { tickBudgetMs: 60_000, clock: new FakeClock() });
-    const id = await r.enqueue(t);
-    const small = await r.tick({ budgetMs: 10_000 });
-    expect(small.skipped).toBe(1);
-    expect((await r.get(id))!.status).toBe("pending");
-    await drain(r);
-    expect((await r.get(id))!.outcome).toBe("completed");
-  });
-
-  it("§8.5 / §3.2 two workers and a tick sharing one file run every task exactly once", async () => {
-    const path = tempDbPath();
-    const runs = new Map<number, number>();
-    const t = defineTask({
-      name: "once",
-      run(ctx: TaskContext) {
-        runs.set(ctx.taskId, (runs.get(ctx.taskId) ?? 0) + 1);
-        return null;
-      },
+    it("§8.3 tick honours max and defaults to concurrency 6", async () => {
+      let active = 0;
+      let peak = 0;
+      const gate = deferred();
+      const t = defineTask({
+        name: "conc",
+        maxMs: 10_000,
+        async run() {
+          active++;
+          peak = Math.max(peak, active);
+          await gate.promise;
+          active--;
+          return null;
+        },
+      });
+      const r = await openRatchet([t]);
+      await r.enqueueMany(Array.from({ length: 12 }, () => ({ task: t })));
+      const ticking = r.tick({ budgetMs: 600_000, max: 9 });
+      await until(() => active === 6, "six invocations");
+      gate.resolve();
+      const report = await ticking;
+      expect(peak).toBe(6);
+      expect(report.ran).toBe(9);
     });
-    const a = await openFile(path, [t], { pollIntervalMs: 5 });
-    const b = await openFile(path, [t], { pollIntervalMs: 5 });
-    const c = await openFile(path, [t]);
-    const ids = await c.enqueueMany(Array.from({ length: 300 }, () => ({ task: t })));
-    await a.start({ concurrency: 4 });
-    await b.start({ concurrency: 4 });
-    await c.tick({ budgetMs: 3_600_000 });
-    for (const id of ids) await c.waitFor(id, { timeoutMs: 20_000 });
-    expect(runs.size).toBe(300);
-    expect([...runs.values()].every((n) => n === 1)).toBe(true);
-    const stats = await c.stats();
-    expect(stats[0]!.byOutcome).toEqual({ completed: 300 });
-  });
 
-  it("§1.3 a worker without a task's definition leaves it live (never terminal); registering it later lets it run", async () => {
-    const path = tempDbPath();
-    const t = defineTask({ name: "later", run: () => "finally" });
-    const producer = await openFile(path, [t]);
-    const id = await producer.enqueue(t);
-    const consumer = await openFile(path, []);
-    const report = await drain(consumer);
-    expect(report.ran).toBe(0);
-    expect((await consumer.get(id))!.status).toBe("pending");
-    // An unregistered name is not claimed either.
-    producer.unregister("later");
-    expect((await drain(producer)).ran).toBe(0);
-    expect((await producer.get(id))!.status).toBe("pending");
-    consumer.register(t);
-    await drain(consumer);
-    expect((await consumer.get(id))!.result).toBe("finally");
-  });
+    it("§8.3 a tick with no budget left for the reserve starts nothing", async () => {
+      const t = defineTask({ name: "tiny", maxMs: 1, run: () => null });
+      const r = await openRatchet([t], { clock: new FakeClock() });
+      await r.enqueue(t);
+      const report = await r.tick({ budgetMs: 3_000 });
+      expect(report.ran).toBe(0);
+      expect(report.skipped).toBe(1);
+      await expectCode(() => r.tick({ budgetMs: -1 }), "RATCHET_INVALID_INPUT");
+    });
 
-  it("§8.1 a worker serves only the queues it was started with", async () => {
-    const t = defineTask({ name: "q", run: () => null });
-    const r = await openRatchet([t], { pollIntervalMs: 5 });
-    const inA = await r.enqueue(t, null, { queue: "a" });
-    const inB = await r.enqueue(t, null, { queue: "b" });
-    await r.start({ concurrency: 2, queues: ["a"] });
-    await r.waitFor(inA, { timeoutMs: 10_000 });
-    await r.stop();
-    expect((await r.get(inB))!.status).toBe("pending");
-    onCleanup(() => r.close());
+    it("§8.4 with tickBudgetMs, a definition that can never fit is rejected at open() and at register() with RATCHET_CONFIG 'can never fit'", async () => {
+      const big = defineTask({ name: "big", maxMs: 60_000, run: () => null });
+      const fits = defineTask({ name: "fits", maxMs: 57_000, run: () => null });
+      const err = await expectCode(
+        () => Ratchet.open({ ...storeOptions(), tasks: [big], tickBudgetMs: 62_999, logger: silentLogger }),
+        "RATCHET_CONFIG",
+      );
+      expect(err.message).toContain("can never fit");
+      const r = await openRatchet([fits], { tickBudgetMs: 60_000 });
+      const e2 = await expectCode(() => r.register(big), "RATCHET_CONFIG");
+      expect(e2.message).toContain("can never fit");
+      expect(r.definitions().map((d) => d.name)).toEqual(["fits"]);
+    });
+
+    it("§8.4 a definition first seen at enqueue is registered, so it is checked against tickBudgetMs too", async () => {
+      const big = defineTask({ name: "big", maxMs: 60_000, run: () => null });
+      const r = await openRatchet([], { tickBudgetMs: 30_000 });
+      await expectCode(() => r.enqueue(big), "RATCHET_CONFIG");
+    });
+
+    it("§8.4 a smaller tick only skips a task that the largest tick can run", async () => {
+      const t = defineTask({ name: "mid", maxMs: 20_000, run: () => "ran" });
+      const r = await openRatchet([t], { tickBudgetMs: 60_000, clock: new FakeClock() });
+      const id = await r.enqueue(t);
+      const small = await r.tick({ budgetMs: 10_000 });
+      expect(small.skipped).toBe(1);
+      expect((await r.get(id))!.status).toBe("pending");
+      await drain(r);
+      expect((await r.get(id))!.outcome).toBe("completed");
+    });
+
+    it("§8.5 / §3.2 two workers and a tick sharing one file run every task exactly once", async () => {
+      const loc = sharedStoreOptions();
+      const runs = new Map<number, number>();
+      const t = defineTask({
+        name: "once",
+        run(ctx: TaskContext) {
+          runs.set(ctx.taskId, (runs.get(ctx.taskId) ?? 0) + 1);
+          return null;
+        },
+      });
+      const a = await openAt(loc, [t], { pollIntervalMs: 5 });
+      const b = await openAt(loc, [t], { pollIntervalMs: 5 });
+      const c = await openAt(loc, [t]);
+      const ids = await c.enqueueMany(Array.from({ length: 300 }, () => ({ task: t })));
+      await a.start({ concurrency: 4 });
+      await b.start({ concurrency: 4 });
+      await c.tick({ budgetMs: 3_600_000 });
+      for (const id of ids) await c.waitFor(id, { timeoutMs: 20_000 });
+      expect(runs.size).toBe(300);
+      expect([...runs.values()].every((n) => n === 1)).toBe(true);
+      const stats = await c.stats();
+      expect(stats[0]!.byOutcome).toEqual({ completed: 300 });
+    });
+
+    it("§1.3 a worker without a task's definition leaves it live (never terminal); registering it later lets it run", async () => {
+      const loc = sharedStoreOptions();
+      const t = defineTask({ name: "later", run: () => "finally" });
+      const producer = await openAt(loc, [t]);
+      const id = await producer.enqueue(t);
+      const consumer = await openAt(loc, []);
+      const report = await drain(consumer);
+      expect(report.ran).toBe(0);
+      expect((await consumer.get(id))!.status).toBe("pending");
+      // An unregistered name is not claimed either.
+      producer.unregister("later");
+      expect((await drain(producer)).ran).toBe(0);
+      expect((await producer.get(id))!.status).toBe("pending");
+      consumer.register(t);
+      await drain(consumer);
+      expect((await consumer.get(id))!.result).toBe("finally");
+    });
+
+    it("§8.1 a worker serves only the queues it was started with", async () => {
+      const t = defineTask({ name: "q", run: () => null });
+      const r = await openRatchet([t], { pollIntervalMs: 5 });
+      const inA = await r.enqueue(t, null, { queue: "a" });
+      const inB = await r.enqueue(t, null, { queue: "b" });
+      await r.start({ concurrency: 2, queues: ["a"] });
+      await r.waitFor(inA, { timeoutMs: 10_000 });
+      await r.stop();
+      expect((await r.get(inB))!.status).toBe("pending");
+      onCleanup(() => r.close());
+    });
   });
 });

@@ -1,21 +1,57 @@
 /**
  * Shared helpers for the engine tests. Nothing here sleeps to "let things
  * settle": waiting is always on a condition, bounded by a timeout.
+ *
+ * Backends: every engine test runs on SQLite and on PostgreSQL. A test file
+ * wraps its body in `forEachBackend(...)`; `openRatchet`, `storeOptions`,
+ * `sharedStoreOptions` and `openStore` then use the backend of the test that
+ * is running (a module-level setting, set before each test). On PostgreSQL
+ * every Ratchet gets a fresh schema (the counterpart of `sqlite::memory:`);
+ * the schemas are dropped after the file.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach } from "vitest";
-import type { Clock } from "../../src/core/clock.js";
+import { afterAll, afterEach, beforeEach, describe, it } from "vitest";
+import { type Clock, systemClock } from "../../src/core/clock.js";
 import type { TaskDefinition } from "../../src/engine/definition.js";
 import { type OpenOptions, silentLogger } from "../../src/engine/options.js";
 import { Ratchet, type TickReport } from "../../src/engine/ratchet.js";
 import { RatchetError } from "../../src/errors.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import type { ClaimRequest, NewTask, TaskRecord } from "../../src/store/store.js";
+import type { ClaimRequest, NewTask, Store, TaskRecord } from "../../src/store/store.js";
 import { FakeClock, seededRandom } from "../../src/testing/fake-clock.js";
+import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
 
 export { FakeClock, seededRandom, silentLogger };
+
+export type Backend = "sqlite" | "postgres";
+export const BACKENDS: readonly Backend[] = ["sqlite", "postgres"];
+
+let current: Backend = "sqlite";
+
+/** The backend of the test that is running. */
+export function backend(): Backend {
+  return current;
+}
+
+/**
+ * Registers `body` once per backend, inside describe("sqlite") and
+ * describe("postgres"). Without a PostgreSQL server the postgres block is one
+ * warning test locally and an error in CI (see test/pg-available.ts).
+ */
+export function forEachBackend(body: (backend: Backend) => void): void {
+  for (const b of BACKENDS) {
+    describe(b, () => {
+      if (b === "postgres" && !pgGate(it)) return;
+      beforeEach(() => {
+        current = b;
+      });
+      body(b);
+    });
+  }
+}
 
 /** Resources opened by a test, closed after it (even when it fails). */
 const cleanups: (() => Promise<void> | void)[] = [];
@@ -29,19 +65,43 @@ afterEach(async () => {
       // Closing twice or after a failure must not hide the test's own error.
     }
   }
+  current = "sqlite";
+});
+
+/** PostgreSQL schemas handed out in this file; dropped once all its tests ran. */
+const schemas: string[] = [];
+
+afterAll(async () => {
+  await dropSchemas(schemas.splice(0));
 });
 
 export function onCleanup(fn: () => Promise<void> | void): void {
   cleanups.push(fn);
 }
 
-/** Opens an in-memory Ratchet (unless `store` is given) that is closed after the test. */
+/** Store options for the current backend; `postgres` is only read for a postgres:// store. */
+export type StoreOptions = Pick<OpenOptions, "store" | "postgres">;
+
+/** Options that open fresh, empty storage on the current backend. */
+export function storeOptions(): StoreOptions {
+  if (current === "sqlite") return { store: "sqlite::memory:" };
+  const schema = newSchemaName();
+  schemas.push(schema);
+  return { store: PG_URL, postgres: { schema } };
+}
+
+/** Options for storage that several instances open together: one SQLite file, or one PostgreSQL schema. */
+export function sharedStoreOptions(): StoreOptions {
+  return current === "sqlite" ? { store: `sqlite:${tempDbPath()}` } : storeOptions();
+}
+
+/** Opens a Ratchet on fresh storage of the current backend (unless `store` is given), closed after the test. */
 export async function openRatchet(
   tasks: readonly TaskDefinition[],
   opts: Omit<OpenOptions, "tasks"> = {},
 ): Promise<Ratchet> {
   const r = await Ratchet.open({
-    store: "sqlite::memory:",
+    ...(opts.store === undefined ? storeOptions() : {}),
     logger: silentLogger,
     random: seededRandom(1),
     ...opts,
@@ -58,11 +118,34 @@ export function tempDbPath(): string {
   return join(dir, "ratchet.db");
 }
 
-/** A migrated SqliteStore for white-box tests, closed after the test. */
-export async function openStore(clock: Clock, path = ":memory:"): Promise<SqliteStore> {
+/** A migrated SqliteStore for white-box (SQLite-only) tests, closed after the test. */
+export async function openSqliteStore(clock: Clock, path = ":memory:"): Promise<SqliteStore> {
   const s = new SqliteStore({ path, clock });
   await s.migrate();
   onCleanup(() => s.close());
+  return s;
+}
+
+/**
+ * A store of the current backend over fresh storage, NOT migrated (Ratchet.open migrates), closed after
+ * the test. Without `clock`, SQLite reads the system clock and PostgreSQL the database clock.
+ */
+export async function createStore(clock?: Clock): Promise<Store> {
+  let s: Store;
+  if (current === "sqlite") s = new SqliteStore({ path: ":memory:", clock: clock ?? systemClock });
+  else {
+    const schema = newSchemaName();
+    schemas.push(schema);
+    s = new PostgresStore({ connectionString: PG_URL, schema, ...(clock ? { clock } : {}) });
+  }
+  onCleanup(() => s.close());
+  return s;
+}
+
+/** A migrated store of the current backend over fresh storage, closed after the test. */
+export async function openStore(clock: Clock): Promise<Store> {
+  const s = await createStore(clock);
+  await s.migrate();
   return s;
 }
 

@@ -72,6 +72,21 @@ const SHARDS = 16;
 const PROMOTE_BATCH = 1000;
 const RETRYABLE = new Set(["40001", "40P01"]);
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
+/** Clients that already carry an error listener. */
+const guarded = new WeakSet<object>();
+
+/**
+ * A checked-out client whose connection dies between queries emits "error";
+ * without a listener Node would crash the process. The failure still reaches
+ * the caller through the next query's rejection.
+ */
+function guard(client: Client): Client {
+  if (!guarded.has(client)) {
+    client.on("error", () => {});
+    guarded.add(client);
+  }
+  return client;
+}
 
 /** bigint (int8) and numeric come back as strings by default; our values fit in a double. */
 const types = {
@@ -148,7 +163,7 @@ export class PostgresStore implements Store {
     for (let attempt = 1; ; attempt++) {
       let client: Client;
       try {
-        client = await this.pool.connect();
+        client = guard(await this.pool.connect());
       } catch (err) {
         throw new StoreError(`PostgreSQL: cannot connect: ${(err as Error).message}`, { cause: err });
       }
@@ -168,6 +183,7 @@ export class PostgresStore implements Store {
           continue;
         }
         if (err instanceof RatchetError) throw err;
+        broken = true;
         throw new StoreError(`PostgreSQL: ${(err as Error).message}`, { cause: err });
       } finally {
         client.release(broken);
@@ -179,17 +195,20 @@ export class PostgresStore implements Store {
     if (this.#closed) throw new StoreError("the store is closed");
     let client: Client;
     try {
-      client = await this.pool.connect();
+      client = guard(await this.pool.connect());
     } catch (err) {
       throw new StoreError(`PostgreSQL: cannot connect: ${(err as Error).message}`, { cause: err });
     }
+    let broken = false;
     try {
       return await fn(client);
     } catch (err) {
       if (err instanceof RatchetError) throw err;
+      // A driver error may mean a dead connection: do not hand this client out again.
+      broken = true;
       throw new StoreError(`PostgreSQL: ${(err as Error).message}`, { cause: err });
     } finally {
-      client.release();
+      client.release(broken);
     }
   }
 

@@ -1,0 +1,280 @@
+/** Conformance: fenced holder writes and settlements (spec §3.7–§3.9, §4.2, §4.4, §4.5, §5.2, §8.2). */
+import { AbortedError, LeaseLostError } from "../../errors.js";
+import type { Fence } from "../../store/store.js";
+import { claimReq, type Define, ERR, fenceOf, GRACE, ids, must, newTask, rejection } from "./kit.js";
+
+export function registerSettleTests(it: Define): void {
+  it("§3.7 a stale holder's step, heartbeat, progress and every settlement kind are refused and change nothing", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask({ maxMs: 1_000 })]);
+    const [old] = await store.claim(claimReq({ workerId: "old" }));
+    const stale = fenceOf(old!);
+    clock.advance(1_000 + GRACE);
+    const [cur] = await store.claim(claimReq({ workerId: "new" }));
+    expect(cur!.epoch).toBe(stale.token + 1);
+    const before = await must(store, id!);
+    const eventsBefore = await store.events(id!);
+
+    expect(await rejection(() => store.commitStep(stale, "s", "1"), "RATCHET_LEASE_LOST")).toBeInstanceOf(
+      LeaseLostError,
+    );
+    await rejection(() => store.heartbeat(stale, 1_000, GRACE), "RATCHET_LEASE_LOST");
+    await rejection(() => store.progress(stale, 0.5, "x"), "RATCHET_LEASE_LOST");
+    const results = await store.settle([
+      { kind: "complete", fence: stale, result: "1" },
+      { kind: "retry", fence: stale, delayMs: 5, error: ERR },
+      { kind: "fail", fence: stale, outcome: "failed", error: ERR },
+      { kind: "fail", fence: stale, outcome: "faulted", error: ERR },
+      { kind: "sleep", fence: stale, step: "nap", delayMs: 5 },
+      { kind: "aborted", fence: stale, error: null },
+      { kind: "release", fence: stale },
+    ]);
+    expect(results).toEqual(Array(7).fill("lease_lost"));
+    expect(await store.get(id!)).toEqual(before);
+    expect(await store.steps(id!)).toEqual([]);
+    expect(await store.events(id!)).toEqual(eventsBefore);
+
+    // The current holder's write lands, in the same call as a stale one.
+    const fresh = fenceOf(cur!);
+    expect(
+      await store.settle([
+        { kind: "complete", fence: stale, result: '"stale"' },
+        { kind: "complete", fence: fresh, result: '"fresh"' },
+      ]),
+    ).toEqual(["lease_lost", "ok"]);
+    expect((await must(store, id!)).result).toBe("fresh");
+  });
+
+  it("§3.7 a holder's writes are refused once its task is settled", async ({ store, expect }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    const fence = fenceOf(c!);
+    expect(await store.settle([{ kind: "complete", fence, result: "null" }])).toEqual(["ok"]);
+    await rejection(() => store.commitStep(fence, "late", "1"), "RATCHET_LEASE_LOST");
+    await rejection(() => store.heartbeat(fence, 1_000, GRACE), "RATCHET_LEASE_LOST");
+    await rejection(() => store.progress(fence, 1, null), "RATCHET_LEASE_LOST");
+    expect(await store.settle([{ kind: "fail", fence, outcome: "failed", error: ERR }])).toEqual([
+      "lease_lost",
+    ]);
+    expect(await store.settle([{ kind: "release", fence }])).toEqual(["lease_lost"]);
+    expect((await must(store, id!)).outcome).toBe("completed");
+    // A fence for a task that does not exist is refused too.
+    await rejection(() => store.commitStep({ taskId: 987_654, token: 1 }, "s", "1"), "RATCHET_LEASE_LOST");
+    expect(
+      await store.settle([{ kind: "complete", fence: { taskId: 987_654, token: 1 }, result: "1" }]),
+    ).toEqual(["lease_lost"]);
+  });
+
+  it("§4.5 / §7.2 an abort mark refuses the holder's step, heartbeat, progress and outcome writes; 'aborted' is accepted", async ({
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    const fence = fenceOf(c!);
+    expect(await store.abort(id!)).toEqual({ state: "marked" });
+    expect(await must(store, id!)).toMatchObject({ status: "running", abortRequested: true });
+    expect(await rejection(() => store.commitStep(fence, "s", "1"), "RATCHET_ABORTED")).toBeInstanceOf(
+      AbortedError,
+    );
+    await rejection(() => store.heartbeat(fence, 1_000, GRACE), "RATCHET_ABORTED");
+    await rejection(() => store.progress(fence, 0.1, null), "RATCHET_ABORTED");
+    const results = await store.settle([
+      { kind: "complete", fence, result: "1" },
+      { kind: "retry", fence, delayMs: 5, error: ERR },
+      { kind: "fail", fence, outcome: "failed", error: ERR },
+      { kind: "sleep", fence, step: "n", delayMs: 10 },
+    ]);
+    expect(results).toEqual(Array(4).fill("abort_marked"));
+    expect(await store.steps(id!)).toEqual([]);
+    expect((await must(store, id!)).status).toBe("running");
+    expect(await store.settle([{ kind: "aborted", fence, error: null }])).toEqual(["ok"]);
+    expect(await must(store, id!)).toMatchObject({ status: "terminal", outcome: "aborted", lockedBy: null });
+    expect((await store.events(id!)).map((e) => e.kind)).toEqual(["abort_requested", "aborted"]);
+  });
+
+  it("§3.8 a heartbeat extends the lease to now + maxMs + grace", async ({ clock, store, expect }) => {
+    const [id] = await ids(store, [newTask({ maxMs: 1_000 })]);
+    const [c] = await store.claim(claimReq());
+    clock.advance(900);
+    await store.heartbeat(fenceOf(c!), 1_000, GRACE);
+    expect((await must(store, id!)).leaseUntil).toBe(clock.now() + 1_000 + GRACE);
+    // The old lease end has passed, the new one has not: no reclaim.
+    clock.advance(1_000 + GRACE - 1);
+    expect(await store.claim(claimReq({ workerId: "other" }))).toEqual([]);
+    clock.advance(1);
+    expect(await store.claim(claimReq({ workerId: "other" }))).toHaveLength(1);
+  });
+
+  it("§4.8 progress stores the fraction and note", async ({ store, expect }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    await store.progress(fenceOf(c!), 0.25, "a quarter");
+    expect(await must(store, id!)).toMatchObject({ progress: 0.25, progressNote: "a quarter" });
+    await store.progress(fenceOf(c!), 1, null);
+    expect(await must(store, id!)).toMatchObject({ progress: 1, progressNote: null });
+  });
+
+  it("§3.9 the token only increases, across release and retry()", async ({ clock, store, expect }) => {
+    const [id] = await ids(store, [newTask({ maxMs: 1_000 })]);
+    const tokens: number[] = [];
+    const [a] = await store.claim(claimReq());
+    tokens.push(a!.epoch);
+    await store.settle([{ kind: "release", fence: fenceOf(a!) }]);
+    expect((await must(store, id!)).epoch).toBe(a!.epoch);
+    const [b] = await store.claim(claimReq());
+    tokens.push(b!.epoch);
+    await store.settle([{ kind: "fail", fence: fenceOf(b!), outcome: "failed", error: ERR }]);
+    await store.retry(id!);
+    expect((await must(store, id!)).epoch).toBe(b!.epoch);
+    const [c] = await store.claim(claimReq());
+    tokens.push(c!.epoch);
+    clock.advance(1_000 + GRACE);
+    const [d] = await store.claim(claimReq());
+    tokens.push(d!.epoch);
+    expect(tokens).toEqual([1, 2, 3, 4]);
+    // The released holder's fence (token 1) can never match again.
+    await rejection(() => store.commitStep({ taskId: id!, token: 1 }, "x", "1"), "RATCHET_LEASE_LOST");
+  });
+
+  it("§4.2 commitStep records one row per step, in commit order, with the attempt; loadSteps returns them", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask({ maxMs: 1_000 })]);
+    const [c1] = await store.claim(claimReq());
+    const f1 = fenceOf(c1!);
+    const t0 = clock.now();
+    for (const name of ["b", "a", "c"]) await store.commitStep(f1, name, JSON.stringify({ step: name }));
+    await store.settle([{ kind: "retry", fence: f1, delayMs: 0, error: ERR }]);
+    clock.advance(1);
+    const [c2] = await store.claim(claimReq());
+    await store.commitStep(fenceOf(c2!), "d", "4");
+    expect(await store.steps(id!)).toEqual([
+      { taskId: id, name: "b", result: { step: "b" }, attempt: 1, createdAt: t0 },
+      { taskId: id, name: "a", result: { step: "a" }, attempt: 1, createdAt: t0 },
+      { taskId: id, name: "c", result: { step: "c" }, attempt: 1, createdAt: t0 },
+      { taskId: id, name: "d", result: 4, attempt: 2, createdAt: t0 + 1 },
+    ]);
+    expect([...(await store.loadSteps(id!)).entries()].sort()).toEqual([
+      ["a", { step: "a" }],
+      ["b", { step: "b" }],
+      ["c", { step: "c" }],
+      ["d", 4],
+    ]);
+    expect(await store.loadSteps(987_654)).toEqual(new Map());
+  });
+
+  it("§3.7 settle complete stores the result and ends the task", async ({ clock, store, expect }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    clock.advance(7);
+    expect(await store.settle([{ kind: "complete", fence: fenceOf(c!), result: '{"n":42}' }])).toEqual([
+      "ok",
+    ]);
+    expect(await must(store, id!)).toMatchObject({
+      status: "terminal",
+      outcome: "completed",
+      result: { n: 42 },
+      error: null,
+      endedAt: clock.now(),
+      leaseUntil: null,
+      lockedBy: null,
+      attempts: 1,
+    });
+  });
+
+  it("§5.2 settle retry keeps the attempt, stores the error, logs 'attempt_failed' and waits exactly delayMs", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    const error = { name: "TypeError", message: "bad", stack: "TypeError: bad\n  at x", code: "E_X" };
+    expect(await store.settle([{ kind: "retry", fence: fenceOf(c!), delayMs: 2_000, error }])).toEqual([
+      "ok",
+    ]);
+    const t = await must(store, id!);
+    expect(t).toMatchObject({ status: "waiting", attempts: 1, wakeAt: clock.now() + 2_000, error });
+    expect(t).toMatchObject({ outcome: null, leaseUntil: null, lockedBy: null });
+    const events = await store.events(id!);
+    expect(events.map((e) => e.kind)).toEqual(["attempt_failed"]);
+    expect(events[0]).toMatchObject({ at: clock.now(), detail: { error, retryAt: clock.now() + 2_000 } });
+    clock.advance(1_999);
+    expect(await store.claim(claimReq())).toEqual([]);
+    clock.advance(1);
+    expect(await store.claim(claimReq())).toMatchObject([{ id, attempts: 2, epoch: 2 }]);
+  });
+
+  it("§4.4 settle sleep gives the attempt back, records the wake time as a step and waits exactly delayMs", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask({ maxAttempts: 1 })]);
+    const [c] = await store.claim(claimReq());
+    const until = clock.now() + 3_000;
+    expect(await store.settle([{ kind: "sleep", fence: fenceOf(c!), step: "nap", delayMs: 3_000 }])).toEqual([
+      "ok",
+    ]);
+    expect(await must(store, id!)).toMatchObject({
+      status: "waiting",
+      attempts: 0,
+      wakeAt: until,
+      leaseUntil: null,
+      lockedBy: null,
+    });
+    expect(await store.steps(id!)).toMatchObject([{ name: "nap", result: { until } }]);
+    clock.advance(2_999);
+    expect(await store.claim(claimReq())).toEqual([]);
+    clock.advance(1);
+    expect(await store.claim(claimReq())).toMatchObject([{ id, attempts: 1 }]);
+  });
+
+  it("§8.2 settle release puts the task back to pending at once, gives the attempt back, keeps the token and logs 'released'", async ({
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask()]);
+    const [c] = await store.claim(claimReq());
+    expect(await store.settle([{ kind: "release", fence: fenceOf(c!) }])).toEqual(["ok"]);
+    expect(await must(store, id!)).toMatchObject({
+      status: "pending",
+      attempts: 0,
+      epoch: 1,
+      outcome: null,
+      leaseUntil: null,
+      lockedBy: null,
+    });
+    expect((await store.events(id!)).map((e) => e.kind)).toEqual(["released"]);
+    expect(await store.claim(claimReq())).toMatchObject([{ id, attempts: 1, epoch: 2 }]);
+  });
+
+  it("§5.5 settle fail writes failed or faulted with its error and logs it", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [a, b] = await ids(store, [newTask(), newTask()]);
+    const claimed = await store.claim(claimReq());
+    const fa: Fence = fenceOf(claimed.find((t) => t.id === a)!);
+    const fb: Fence = fenceOf(claimed.find((t) => t.id === b)!);
+    const e2 = { name: "Bad", message: "unstorable", code: "RATCHET_INVALID_JSON" };
+    expect(
+      await store.settle([
+        { kind: "fail", fence: fa, outcome: "failed", error: ERR },
+        { kind: "fail", fence: fb, outcome: "faulted", error: e2 },
+      ]),
+    ).toEqual(["ok", "ok"]);
+    expect(await must(store, a!)).toMatchObject({ status: "terminal", outcome: "failed", error: ERR });
+    expect(await must(store, b!)).toMatchObject({ status: "terminal", outcome: "faulted", error: e2 });
+    expect((await must(store, a!)).endedAt).toBe(clock.now());
+    expect((await store.events(a!)).map((e) => e.kind)).toEqual(["failed"]);
+    expect((await store.events(b!)).map((e) => e.kind)).toEqual(["faulted"]);
+  });
+}

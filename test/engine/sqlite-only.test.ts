@@ -1,0 +1,71 @@
+/**
+ * White-box claim tests that need SQLite itself (its SQL text, query plans,
+ * two connections on one file). Everything the Store contract promises is in
+ * the conformance suite (src/testing/conformance, run by test/conformance).
+ */
+import { describe, expect, it } from "vitest";
+import { CLAIM_ONE, LIST_READY, READY, SELECT_EXPIRED, SELECT_PENDING } from "../../src/store/sqlite/sql.js";
+import { claimReq, FakeClock, newTask, openSqliteStore, tempDbPath, unlimited } from "./helpers.js";
+
+describe("claims on SQLite (spec §3)", () => {
+  it("§3.2 the claim is one conditional UPDATE … WHERE <ready> … RETURNING built from the shared READY fragment", () => {
+    expect(CLAIM_ONE.trim().startsWith("UPDATE ratchet_tasks")).toBe(true);
+    expect(CLAIM_ONE).toContain(READY);
+    expect(CLAIM_ONE).toContain("RETURNING");
+    expect(LIST_READY).toContain(READY);
+  });
+
+  it("§3.2 / §8.5 two stores on one file never both claim the same task", async () => {
+    const clock = new FakeClock();
+    const path = tempDbPath();
+    const a = await openSqliteStore(clock, path);
+    const b = await openSqliteStore(clock, path);
+    await a.enqueue(
+      Array.from({ length: 50 }, () => newTask()),
+      unlimited,
+    );
+    const got: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const [x, y] = await Promise.all([
+        a.claim(claimReq({ workerId: "a", limit: 2 })),
+        b.claim(claimReq({ workerId: "b", limit: 3 })),
+      ]);
+      got.push(...x.map((t) => t.id), ...y.map((t) => t.id));
+    }
+    expect(got).toHaveLength(50);
+    expect(new Set(got).size).toBe(50);
+  });
+
+  it("§3.4 the claim of pending rows uses index ratchet_tasks_ready, never a table scan", async () => {
+    const store = await openSqliteStore(new FakeClock());
+    await store.enqueue(
+      Array.from({ length: 200 }, (_, i) => newTask({ delayMs: i % 2 ? 10_000 : 0 })),
+      unlimited,
+    );
+    store.db.exec("ANALYZE");
+    const plan = store.db
+      .prepare(`EXPLAIN QUERY PLAN ${SELECT_PENDING}`)
+      .all({ names: '["t"]', queue: "default", limit: 10 }) as {
+      detail: string;
+    }[];
+    const details = plan.map((p) => p.detail);
+    expect(details.some((d) => d.includes("ratchet_tasks_ready"))).toBe(true);
+    // The index also gives the claim order: no sort step.
+    expect(details.some((d) => d.includes("TEMP B-TREE"))).toBe(false);
+    for (const d of details) {
+      expect(d, `plan step "${d}"`).not.toMatch(/^SCAN ratchet_tasks\b(?!.*USING)/);
+    }
+  });
+
+  it("§3.4 the reclaim of expired leases uses index ratchet_tasks_lease, never a table scan", async () => {
+    const store = await openSqliteStore(new FakeClock());
+    const plan = store.db
+      .prepare(`EXPLAIN QUERY PLAN ${SELECT_EXPIRED}`)
+      .all({ now: 0, names: '["t"]', queues: '["default"]', limit: 10 }) as {
+      detail: string;
+    }[];
+    const details = plan.map((p) => p.detail);
+    expect(details.some((d) => d.includes("ratchet_tasks_lease"))).toBe(true);
+    for (const d of details) expect(d).not.toMatch(/^SCAN ratchet_tasks\b(?!.*USING)/);
+  });
+});
