@@ -1,14 +1,17 @@
 /**
- * Ratchet benchmark runner (SQLite). See bench/README.md.
+ * Ratchet benchmark runner (SQLite, then PostgreSQL). See bench/README.md.
  *
  *   npm run build && npm run bench            full run (20,000-task figures)
  *   npm run bench -- --quick                  smoke run with small sizes
  *   npm run bench -- --runs 5 --dir /mnt/ssd  more runs, database files elsewhere
+ *   npm run bench -- --pg-only                PostgreSQL figures only
  *
  * Every figure runs on a fresh SQLite file (WAL, synchronous=NORMAL) in a new
  * temp directory, is measured `runs` times, and is reported as the median with
  * the min–max. The table goes to stdout; the same data as JSON to
  * bench/results/latest-sqlite.json (latest-sqlite-quick.json for --quick).
+ * PostgreSQL figures (bench/pg.ts) follow when --pg is given, or by default
+ * when the server answers; they go to bench/results/latest-pg.json.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { arch, cpus, platform, release, tmpdir } from "node:os";
@@ -18,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
+import { pgProblem, runPg } from "./pg.js";
 
 // ------------------------------------------------------------------ options
 
@@ -26,16 +30,23 @@ const { values: args } = parseArgs({
     quick: { type: "boolean", default: false },
     runs: { type: "string" },
     dir: { type: "string" },
+    pg: { type: "boolean", default: false },
+    "pg-only": { type: "boolean", default: false },
+    "pg-url": { type: "string" },
     help: { type: "boolean", short: "h", default: false },
   },
 });
 
 if (args.help) {
   process.stdout.write(
-    "usage: node dist/bench/run.js [--quick] [--runs N] [--dir PATH]\n" +
-      "  --quick     small sizes, for a fast smoke run (writes latest-sqlite-quick.json)\n" +
-      "  --runs N    measurements per figure (default 3)\n" +
-      "  --dir PATH  where the temporary SQLite files live (default: the OS temp dir)\n",
+    "usage: node dist/bench/run.js [--quick] [--runs N] [--dir PATH] [--pg | --pg-only] [--pg-url URL]\n" +
+      "  --quick       small sizes, for a fast smoke run (writes latest-*-quick.json)\n" +
+      "  --runs N      measurements per figure (default 3)\n" +
+      "  --dir PATH    where the temporary SQLite files live (default: the OS temp dir)\n" +
+      "  --pg          also run the PostgreSQL figures, and fail if the server is unreachable\n" +
+      "                (without --pg they run only when the server answers)\n" +
+      "  --pg-only     PostgreSQL figures only (skips SQLite)\n" +
+      "  --pg-url URL  server (default: env RATCHET_PG_URL, else postgres://postgres@127.0.0.1:5432/test)\n",
   );
   process.exit(0);
 }
@@ -47,6 +58,7 @@ if (!Number.isInteger(RUNS) || RUNS < 1) {
   process.exit(2);
 }
 const BASE_DIR = resolve(args.dir ?? tmpdir());
+const PG_URL = args["pg-url"] ?? process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
 const SIZE = {
   enqueue: QUICK ? 2_000 : 20_000,
@@ -290,7 +302,7 @@ function packageRoot(): string {
   }
 }
 
-async function main(): Promise<void> {
+async function runSqlite(): Promise<void> {
   const started = new Date();
   progress(`ratchet bench (sqlite${QUICK ? ", quick" : ""}): ${RUNS} runs per figure, files in ${BASE_DIR}`);
   const steps: [string, () => Promise<void>][] = [
@@ -354,6 +366,24 @@ async function main(): Promise<void> {
   };
   writeFileSync(out, `${JSON.stringify(json, null, 2)}\n`);
   progress(`wrote ${out}`);
+}
+
+async function main(): Promise<void> {
+  if (!args["pg-only"]) await runSqlite();
+  const required = args.pg || args["pg-only"];
+  const problem = await pgProblem(PG_URL);
+  if (problem !== null) {
+    if (required) {
+      process.stderr.write(`PostgreSQL figures need a server, but ${PG_URL} is unreachable: ${problem}\n`);
+      process.exit(1);
+    }
+    progress(
+      `PostgreSQL figures not run: no server at ${PG_URL} (${problem}); pass --pg to make this an error`,
+    );
+    return;
+  }
+  if (!args["pg-only"]) process.stdout.write("\n");
+  await runPg({ url: PG_URL, quick: QUICK, runs: RUNS, root: packageRoot() });
 }
 
 await main();

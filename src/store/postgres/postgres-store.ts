@@ -1030,39 +1030,44 @@ export class PostgresStore implements Store {
    */
   async subscribe(onWake: () => void): Promise<() => Promise<void>> {
     let stopped = false;
-    let client: pg.Client | undefined;
+    let current: pg.Client | undefined;
     let delay = 100;
-    const connect = async (): Promise<void> => {
+    // One loop owns the connection: it connects, LISTENs, and on loss starts over.
+    // It runs in the background, so a worker starts (and polls) while the server is down.
+    const loop = async (): Promise<void> => {
       while (!stopped) {
         const cl = new pg.Client({ ...(this.pool.options as pg.ClientConfig), types: types as never });
         cl.on("error", () => {});
+        const ended = new Promise<void>((resolve) => cl.once("end", () => resolve()));
         try {
           await cl.connect();
-          cl.on("notification", () => onWake());
-          cl.on("end", () => {
-            if (!stopped) {
-              onWake();
-              setTimeout(() => void connect(), delay);
-            }
-          });
           await cl.query(`LISTEN "${this.#channel}"`);
-          client = cl;
-          delay = 100;
-          onWake();
-          return;
         } catch {
           await cl.end().catch(() => {});
           await new Promise((r) => setTimeout(r, delay));
           delay = Math.min(delay * 2, 5_000);
+          continue;
         }
+        if (stopped) {
+          await cl.end().catch(() => {});
+          return;
+        }
+        current = cl;
+        delay = 100;
+        cl.on("notification", () => onWake());
+        // Notifications sent while we were not listening are lost: poll once now.
+        onWake();
+        await ended;
+        current = undefined;
+        if (!stopped) onWake();
       }
     };
-    await connect();
+    void loop();
     const handle = {
       stop: async () => {
         stopped = true;
         this.#listeners.delete(handle);
-        await client?.end().catch(() => {});
+        await current?.end().catch(() => {});
       },
     };
     this.#listeners.add(handle);
