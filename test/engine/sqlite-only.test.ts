@@ -4,7 +4,7 @@
  * the conformance suite (src/testing/conformance, run by test/conformance).
  */
 import { describe, expect, it } from "vitest";
-import { CLAIM_ONE, LIST_READY, READY, SELECT_EXPIRED, SELECT_PENDING } from "../../src/store/sqlite/sql.js";
+import { CLAIM_ONE, LIST_READY, READY, selectExpired, selectPending } from "../../src/store/sqlite/sql.js";
 import { claimReq, FakeClock, newTask, openSqliteStore, tempDbPath, unlimited } from "./helpers.js";
 
 describe("claims on SQLite (spec §3)", () => {
@@ -44,8 +44,8 @@ describe("claims on SQLite (spec §3)", () => {
     );
     store.db.exec("ANALYZE");
     const plan = store.db
-      .prepare(`EXPLAIN QUERY PLAN ${SELECT_PENDING}`)
-      .all({ names: '["t"]', queue: "default", limit: 10 }) as {
+      .prepare(`EXPLAIN QUERY PLAN ${selectPending(2)}`)
+      .all({ n0: "t", n1: "u", queue: "default", limit: 10 }) as {
       detail: string;
     }[];
     const details = plan.map((p) => p.detail);
@@ -60,8 +60,8 @@ describe("claims on SQLite (spec §3)", () => {
   it("§3.4 the reclaim of expired leases uses index ratchet_tasks_lease, never a table scan", async () => {
     const store = await openSqliteStore(new FakeClock());
     const plan = store.db
-      .prepare(`EXPLAIN QUERY PLAN ${SELECT_EXPIRED}`)
-      .all({ now: 0, names: '["t"]', queues: '["default"]', limit: 10 }) as {
+      .prepare(`EXPLAIN QUERY PLAN ${selectExpired(1, 2)}`)
+      .all({ now: 0, n0: "t", n1: "u", q0: "default", limit: 10 }) as {
       detail: string;
     }[];
     const details = plan.map((p) => p.detail);

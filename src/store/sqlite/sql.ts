@@ -27,18 +27,32 @@ export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = e
  */
 export const CLAIM_ONE = `UPDATE ratchet_tasks SET ${CLAIM_SET} WHERE id = :id AND ${READY} RETURNING *`;
 
+/**
+ * `col IN (:p0, :p1, …)` with one named parameter per value. Only the count is
+ * in the text (values are bound), so statements are cached per count.
+ * Measured: `name IN (SELECT value FROM json_each(:names))` made SQLite build a
+ * bloom filter on every execution, ~110 µs per claim select against ~10 µs.
+ */
+export function inList(prefix: string, n: number): string {
+  return `(${Array.from({ length: n }, (_, i) => `:${prefix}${i}`).join(", ")})`;
+}
+
+export function bindList(prefix: string, values: readonly string[], into: Record<string, unknown>): void {
+  for (let i = 0; i < values.length; i++) into[`${prefix}${i}`] = values[i];
+}
+
 /** Due pending rows in claim order (index ratchet_tasks_ready). */
-export const SELECT_PENDING = `
-SELECT id FROM ratchet_tasks
-WHERE queue = :queue AND status = 'pending' AND name IN (SELECT value FROM json_each(:names))
+export function selectPending(names: number): string {
+  return `SELECT id FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND name IN ${inList("n", names)}
 ORDER BY order_key, id LIMIT :limit`;
+}
 
 /** Running rows whose lease expired (index ratchet_tasks_lease), with the holder that lost them. */
-export const SELECT_EXPIRED = `
-SELECT id, locked_by, lease_until, attempts, max_attempts FROM ratchet_tasks
-WHERE status = 'running' AND lease_until <= :now
-  AND queue IN (SELECT value FROM json_each(:queues)) AND name IN (SELECT value FROM json_each(:names))
+export function selectExpired(queues: number, names: number): string {
+  return `SELECT id, locked_by, lease_until, attempts, max_attempts FROM ratchet_tasks
+WHERE status = 'running' AND lease_until <= :now AND queue IN ${inList("q", queues)} AND name IN ${inList("n", names)}
 ORDER BY lease_until LIMIT :limit`;
+}
 
 export const LIST_READY = `
 SELECT * FROM ratchet_tasks WHERE queue = :queue AND ${READY}

@@ -50,13 +50,14 @@ import type {
 } from "../store.js";
 import { LATEST_VERSION, MIGRATIONS } from "./migrations.js";
 import {
+  bindList,
   CLAIM_ONE,
   FENCE,
   LIST_READY,
   PROMOTE_BATCH,
   PROMOTE_DUE,
-  SELECT_EXPIRED,
-  SELECT_PENDING,
+  selectExpired,
+  selectPending,
 } from "./sql.js";
 
 export interface SqliteStoreOptions {
@@ -281,14 +282,16 @@ export class SqliteStore implements Store {
     return this.#tx(() => {
       const now = this.#now();
       this.#s(PROMOTE_DUE).run({ now, limit: PROMOTE_BATCH });
-      const names = JSON.stringify(req.names);
+      const lists: Record<string, unknown> = {};
+      bindList("n", req.names, lists);
       const claimOne = this.#s(CLAIM_ONE);
       const base = { now, grace: req.leaseGraceMs, worker: req.workerId };
       const out: ClaimedTask[] = [];
-      const expired = this.#s(SELECT_EXPIRED).all({
+      const queueList: Record<string, unknown> = { ...lists };
+      bindList("q", req.queues, queueList);
+      const expired = this.#s(selectExpired(req.queues.length, req.names.length)).all({
+        ...queueList,
         now,
-        names,
-        queues: JSON.stringify(req.queues),
         limit: req.limit,
       }) as {
         id: number;
@@ -312,10 +315,10 @@ export class SqliteStore implements Store {
       }
       // Queues are served round-robin from a rotating start, each through its own index range.
       const start = this.#rr++ % req.queues.length;
-      const select = this.#s(SELECT_PENDING);
+      const select = this.#s(selectPending(req.names.length));
       for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
         const queue = req.queues[(start + i) % req.queues.length]!;
-        const ids = select.all({ queue, names, limit: req.limit - out.length }) as { id: number }[];
+        const ids = select.all({ ...lists, queue, limit: req.limit - out.length }) as { id: number }[];
         for (const { id } of ids) {
           const r = claimOne.get({ ...base, id }) as TaskRow | undefined;
           if (r) out.push({ ...toRecord(r), reclaimed: false });
@@ -420,11 +423,15 @@ export class SqliteStore implements Store {
     if (items.length === 0) return [];
     return this.#tx(() => {
       const now = this.#now();
-      return items.map((s) => this.#settleOne(s, now));
+      const deltas = new Map<string, number>();
+      const out = items.map((s) => this.#settleOne(s, now, deltas));
+      // One counter write per queue per batch, not per task.
+      for (const [queue, n] of deltas) this.#bumpLive(queue, n);
+      return out;
     });
   }
 
-  #settleOne(s: Settlement, now: number): SettleResult {
+  #settleOne(s: Settlement, now: number, deltas: Map<string, number>): SettleResult {
     const p = { id: s.fence.taskId, token: s.fence.token, now };
     const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
     const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
@@ -490,7 +497,7 @@ export class SqliteStore implements Store {
     }
     if (!row) return this.#why(s.fence);
     // Terminal from here on.
-    this.#bumpLive(row.queue, -1);
+    deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
     if (row.dependents > 0) {
       if (s.kind === "complete") this.#releaseDependents(s.fence.taskId, now);
       else this.#cascade(s.fence.taskId, now);
