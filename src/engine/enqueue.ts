@@ -1,0 +1,195 @@
+/**
+ * Validation and shaping of an enqueue batch before anything is written
+ * (spec §2.1–§2.6): every entry is checked, batch keys and offsets resolved,
+ * cycles rejected with their path, and the batch ordered so predecessors come
+ * first. Nothing here touches storage.
+ */
+import { findCycle } from "../core/cycles.js";
+import { toStorableJson } from "../core/json.js";
+import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
+import { CycleError, RatchetError, ValidationError } from "../errors.js";
+import type { NeedRef, NewTask } from "../store/store.js";
+import { checkName, describe, type TaskDefinition, validateInput } from "./definition.js";
+
+export interface EnqueueOptions {
+  queue?: string;
+  priority?: number;
+  /** Earliest start, epoch ms or Date. */
+  runAfter?: number | Date;
+  /** Earliest start as a delay from now (ms). */
+  delayMs?: number;
+  dedupe?: string;
+  job?: string;
+  /** Predecessors: task ids; a string is a `key` of the same batch or else the dedupe key of a task in the same queue; in a batch also -k (the k-th entry before). */
+  needs?: readonly (number | string)[];
+}
+
+export interface BatchEntry extends EnqueueOptions {
+  task: TaskDefinition | string;
+  input?: unknown;
+  /** A name other entries of the same batch can use in `needs`. */
+  key?: string;
+}
+
+const MAX_BATCH = 10_000;
+const MAX_NEEDS = 1_000;
+
+export interface PrepareEnv {
+  now: number;
+  maxPayloadBytes: number;
+  /** The definition for an entry's `task`; throws UnknownTaskError for an unknown name. */
+  resolve(task: TaskDefinition | string): TaskDefinition;
+}
+
+/** Returns the batch in write order and, per caller entry, its position in that order. */
+export async function prepareBatch(
+  entries: readonly BatchEntry[],
+  env: PrepareEnv,
+): Promise<{ batch: NewTask[]; position: number[] }> {
+  if (!Array.isArray(entries) || entries.length === 0)
+    throw new ValidationError("enqueue needs at least one entry");
+  if (entries.length > MAX_BATCH) {
+    throw new ValidationError(`a batch holds at most ${MAX_BATCH} entries (got ${entries.length})`);
+  }
+  const keys = new Map<string, number>();
+  entries.forEach((e, i) => {
+    if (e?.key !== undefined) {
+      checkName(e.key, `entry ${i}: key`);
+      if (keys.has(e.key))
+        throw new ValidationError(`entry ${i}: key "${e.key}" is used twice in this batch`);
+      keys.set(e.key, i);
+    }
+  });
+  const prepared: NewTask[] = [];
+  const localNeeds: number[][] = [];
+  for (let i = 0; i < entries.length; i++) {
+    const { task, local } = await prepareEntry(entries[i]!, i, keys, entries.length, env);
+    prepared.push(task);
+    localNeeds.push(local);
+  }
+  const cycle = findCycle(
+    entries.map((_, i) => i),
+    (i) => localNeeds[i]!,
+  );
+  if (cycle) throw new CycleError(cycle.map((i) => entries[i]!.key ?? `#${i} ${prepared[i]!.name}`));
+  const order = topoOrder(entries.length, localNeeds);
+  const position = new Array<number>(entries.length);
+  order.forEach((orig, p) => {
+    position[orig] = p;
+  });
+  const batch = order.map((orig) => ({
+    ...prepared[orig]!,
+    needs: prepared[orig]!.needs.map((n): NeedRef => ("index" in n ? { index: position[n.index]! } : n)),
+  }));
+  return { batch, position };
+}
+
+async function prepareEntry(
+  e: BatchEntry,
+  i: number,
+  keys: Map<string, number>,
+  size: number,
+  env: PrepareEnv,
+) {
+  const now = env.now;
+  if (!e || typeof e !== "object") throw new ValidationError(`entry ${i} must be an object`);
+  const def = env.resolve(e.task);
+  const input = toStorableJson(
+    await validateInput(def, e.input),
+    `input of task "${def.name}"`,
+    env.maxPayloadBytes,
+  );
+  const queue = checkName(e.queue ?? def.queue, `entry ${i}: queue`);
+  const priority = e.priority ?? def.priority;
+  if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY) {
+    throw new ValidationError(
+      `entry ${i}: priority must be an integer in [${MIN_PRIORITY}, ${MAX_PRIORITY}] (got ${describe(priority)})`,
+    );
+  }
+  let delayMs = 0;
+  if (e.runAfter !== undefined && e.delayMs !== undefined)
+    throw new ValidationError(`entry ${i}: give runAfter or delayMs, not both`);
+  if (e.runAfter !== undefined) {
+    const t = e.runAfter instanceof Date ? e.runAfter.getTime() : e.runAfter;
+    if (typeof t !== "number" || !Number.isFinite(t))
+      throw new ValidationError(
+        `entry ${i}: runAfter must be a Date or epoch ms (got ${describe(e.runAfter)})`,
+      );
+    delayMs = Math.max(0, t - now);
+  } else if (e.delayMs !== undefined) {
+    if (typeof e.delayMs !== "number" || !Number.isFinite(e.delayMs) || e.delayMs < 0) {
+      throw new ValidationError(
+        `entry ${i}: delayMs must be a finite number ≥ 0 (got ${describe(e.delayMs)})`,
+      );
+    }
+    delayMs = e.delayMs;
+  }
+  if (delayMs > 100 * 365 * 86_400_000)
+    throw new ValidationError(`entry ${i}: runAfter is more than 100 years away`);
+  const needs: NeedRef[] = [];
+  const local: number[] = [];
+  const list = e.needs ?? [];
+  if (!Array.isArray(list) || list.length > MAX_NEEDS)
+    throw new ValidationError(`entry ${i}: needs must be an array of at most ${MAX_NEEDS} items`);
+  for (const n of list) {
+    if (typeof n === "string") {
+      const j = keys.get(n);
+      if (j === undefined) {
+        // Not a key of this batch: the task holding this dedupe key in the same queue (spec §2.5).
+        needs.push({ dedupe: checkName(n, `entry ${i}: needs`), queue });
+        continue;
+      }
+      if (j === i) throw new CycleError([n, n]);
+      needs.push({ index: j });
+      local.push(j);
+    } else if (Number.isInteger(n) && n < 0) {
+      const j = i + n;
+      if (j < 0 || j >= size)
+        throw new ValidationError(`entry ${i}: needs ${n} points before the start of this batch`);
+      needs.push({ index: j });
+      local.push(j);
+    } else if (Number.isSafeInteger(n) && n > 0) {
+      needs.push({ id: n });
+    } else {
+      throw new ValidationError(
+        `entry ${i}: needs items must be task ids, negative offsets or batch keys (got ${describe(n)})`,
+      );
+    }
+  }
+  const task: NewTask = {
+    name: def.name,
+    version: def.version,
+    queue,
+    input,
+    priority,
+    maxMs: def.maxMs,
+    maxAttempts: def.retry.maxAttempts,
+    delayMs,
+    dedupe: e.dedupe === undefined ? null : checkName(e.dedupe, `entry ${i}: dedupe`),
+    job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),
+    needs,
+  };
+  return { task, local };
+}
+
+/** Kahn's order over batch-local needs (acyclic by now); stable for independent entries. */
+function topoOrder(n: number, needs: number[][]): number[] {
+  const indeg = new Array<number>(n).fill(0);
+  const out: number[][] = Array.from({ length: n }, () => []);
+  needs.forEach((list, i) => {
+    for (const j of new Set(list)) {
+      indeg[i]!++;
+      out[j]!.push(i);
+    }
+  });
+  const ready: number[] = [];
+  for (let i = 0; i < n; i++) if (indeg[i] === 0) ready.push(i);
+  const order: number[] = [];
+  for (let k = 0; k < ready.length; k++) {
+    const i = ready[k]!;
+    order.push(i);
+    for (const d of out[i]!) if (--indeg[d]! === 0) ready.push(d);
+  }
+  if (order.length !== n) throw new RatchetError("RATCHET_CYCLE", "dependency cycle in batch");
+  return order;
+}
