@@ -95,6 +95,65 @@ CREATE TABLE {s}.ratchet_queue_counts (
 );
 `,
   },
+  {
+    version: 2,
+    sql: `
+-- One round trip per enqueue of a task without needs (the common case): lock
+-- the queue, dedupe, admission check, insert, count, notify. Measured: the
+-- statement-by-statement path cost ~7 round trips, 623 enqueues/s single.
+-- {n} is the bare schema name (validated), used in the advisory lock key so
+-- this path and the general one lock the same queue the same way.
+CREATE FUNCTION {s}.enqueue_one(p_queue text, p_name text, p_version integer, p_input text, p_priority integer,
+    p_max_ms bigint, p_max_attempts integer, p_delay bigint, p_dedupe text, p_job text, p_max_depth bigint,
+    p_shard integer, p_now bigint, p_channel text)
+  RETURNS TABLE (task_id bigint, deduped boolean, task_status text) LANGUAGE plpgsql AS $$
+DECLARE
+  v_now bigint := {s}.now_ms(p_now);
+  v_status text := CASE WHEN p_delay > 0 THEN 'waiting' ELSE 'pending' END;
+  v_id bigint;
+  v_found_status text;
+  v_live bigint;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('ratchet-queue:{n}:' || p_queue));
+  IF p_dedupe IS NOT NULL THEN
+    SELECT t.id, t.status INTO v_id, v_found_status FROM {s}.ratchet_tasks t
+      WHERE t.queue = p_queue AND t.dedupe_key = p_dedupe AND (t.status <> 'terminal' OR t.outcome = 'completed');
+    IF FOUND THEN
+      RETURN QUERY SELECT v_id, true, v_found_status;
+      RETURN;
+    END IF;
+  END IF;
+  SELECT coalesce(sum(c.live), 0) INTO v_live FROM {s}.ratchet_queue_counts c WHERE c.queue = p_queue;
+  IF v_live + 1 > p_max_depth THEN
+    RAISE EXCEPTION 'ratchet queue full' USING ERRCODE = 'RQ001', DETAIL = v_live::text, HINT = p_queue;
+  END IF;
+  INSERT INTO {s}.ratchet_tasks (queue, name, version, input, status, priority, order_key, max_ms, max_attempts,
+      run_after, wake_at, dedupe_key, job, created_at, updated_at)
+    VALUES (p_queue, p_name, p_version, p_input, v_status, p_priority, v_now - p_priority::bigint * 360000, p_max_ms,
+      p_max_attempts, v_now + p_delay, CASE WHEN p_delay > 0 THEN v_now + p_delay END, p_dedupe, p_job, v_now, v_now)
+    RETURNING id INTO v_id;
+  INSERT INTO {s}.ratchet_queue_counts (queue, shard, live) VALUES (p_queue, p_shard, 1)
+    ON CONFLICT (queue, shard) DO UPDATE SET live = {s}.ratchet_queue_counts.live + 1;
+  IF v_status = 'pending' THEN
+    PERFORM pg_notify(p_channel, '');
+  END IF;
+  RETURN QUERY SELECT v_id, false, v_status;
+END $$;
+
+-- A batch in one round trip: enqueue_one per element, in order, in the
+-- caller's transaction (a full queue raises and rolls the whole batch back).
+CREATE FUNCTION {s}.enqueue_batch(p_queue text[], p_name text[], p_version integer[], p_input text[],
+    p_priority integer[], p_max_ms bigint[], p_max_attempts integer[], p_delay bigint[], p_dedupe text[],
+    p_job text[], p_max_depth bigint[], p_shard integer, p_now bigint, p_channel text)
+  RETURNS TABLE (task_id bigint, deduped boolean, task_status text) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1 .. coalesce(array_length(p_queue, 1), 0) LOOP
+    RETURN QUERY SELECT * FROM {s}.enqueue_one(p_queue[i], p_name[i], p_version[i], p_input[i], p_priority[i],
+      p_max_ms[i], p_max_attempts[i], p_delay[i], p_dedupe[i], p_job[i], p_max_depth[i], p_shard, p_now, p_channel);
+  END LOOP;
+END $$;
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

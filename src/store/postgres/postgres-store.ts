@@ -229,7 +229,7 @@ export class PostgresStore implements Store {
       if (current > PG_LATEST_VERSION) throw new SchemaTooNewError(current, PG_LATEST_VERSION);
       for (const m of PG_MIGRATIONS) {
         if (m.version <= current) continue;
-        await c.query(m.sql.replaceAll("{s}", this.#quoted));
+        await c.query(m.sql.replaceAll("{s}", this.#quoted).replaceAll("{n}", this.schema));
         await c.query(`INSERT INTO ${this.#quoted}.ratchet_schema (version) VALUES ($1)`, [m.version]);
       }
     });
@@ -250,6 +250,7 @@ export class PostgresStore implements Store {
 
   /** spec §2.2–§2.8: the whole batch in one transaction. */
   async enqueue(batch: readonly NewTask[], opts: EnqueueOptions): Promise<Enqueued[]> {
+    if (batch.every((t) => t.needs.length === 0)) return this.#enqueueSimple(batch, opts);
     return this.#tx(async (c) => {
       const queues = [...new Set(batch.map((t) => t.queue))].sort();
       // Admission control is exact: enqueues of one queue serialise on its advisory lock.
@@ -369,6 +370,103 @@ export class PostgresStore implements Store {
       }
       if (anyPending) await this.#notify(c);
       return out;
+    });
+  }
+
+  /**
+   * Entries without needs go through the enqueue_one function: one round trip
+   * each. A single entry runs as its own statement (an implicit transaction);
+   * a batch runs them in one transaction, so a full queue rolls back all.
+   */
+  async #enqueueSimple(batch: readonly NewTask[], opts: EnqueueOptions): Promise<Enqueued[]> {
+    const call = async (c: Client | pg.Pool, t: NewTask): Promise<Enqueued> => {
+      const c2 =
+        this.#c(`SELECT task_id, deduped, task_status FROM {s}.enqueue_one(:queue, :name, :version, :input, :priority,
+        :max_ms, :max_attempts, :delay, :dedupe, :job, :max_depth, :shard, :now_override, :channel)`);
+      const values = bind(c2, {
+        queue: t.queue,
+        name: t.name,
+        version: t.version,
+        input: t.input,
+        priority: t.priority,
+        max_ms: t.maxMs,
+        max_attempts: t.maxAttempts,
+        delay: Math.max(0, Math.round(t.delayMs)),
+        dedupe: t.dedupe,
+        job: t.job,
+        max_depth: opts.maxDepth(t.queue),
+        shard: this.#shard,
+        now_override: this.#clock ? this.#clock.now() : null,
+        channel: this.#channel,
+      });
+      try {
+        const res = await c.query({ name: c2.name, text: c2.text, values, types: types as never });
+        const row = res.rows[0] as { task_id: number; deduped: boolean; task_status: TaskRecord["status"] };
+        return { id: row.task_id, deduped: row.deduped, status: row.task_status };
+      } catch (err) {
+        if ((err as { code?: string }).code === "RQ001") {
+          throw new QueueFullError(
+            t.queue,
+            Number((err as { detail?: string }).detail ?? 0),
+            opts.maxDepth(t.queue),
+            1,
+          );
+        }
+        throw err;
+      }
+    };
+    if (batch.length === 1) {
+      if (this.#closed) throw new StoreError("the store is closed");
+      try {
+        return [await call(this.pool, batch[0]!)];
+      } catch (err) {
+        if (err instanceof RatchetError) throw err;
+        throw new StoreError(`PostgreSQL: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    return this.#tx(async (c) => {
+      const c2 =
+        this.#c(`SELECT task_id, deduped, task_status FROM {s}.enqueue_batch(:queue::text[], :name::text[],
+        :version::int[], :input::text[], :priority::int[], :max_ms::bigint[], :max_attempts::int[], :delay::bigint[],
+        :dedupe::text[], :job::text[], :max_depth::bigint[], :shard, :now_override, :channel)`);
+      const col = <K extends keyof NewTask>(k: K) => batch.map((t) => t[k]);
+      const values = bind(c2, {
+        queue: col("queue"),
+        name: col("name"),
+        version: col("version"),
+        input: col("input"),
+        priority: col("priority"),
+        max_ms: col("maxMs"),
+        max_attempts: col("maxAttempts"),
+        delay: batch.map((t) => Math.max(0, Math.round(t.delayMs))),
+        dedupe: col("dedupe"),
+        job: col("job"),
+        max_depth: batch.map((t) => opts.maxDepth(t.queue)),
+        shard: this.#shard,
+        now_override: this.#clock ? this.#clock.now() : null,
+        channel: this.#channel,
+      });
+      try {
+        const res = await c.query({ name: c2.name, text: c2.text, values, types: types as never });
+        return (res.rows as { task_id: number; deduped: boolean; task_status: TaskRecord["status"] }[]).map(
+          (r) => ({
+            id: r.task_id,
+            deduped: r.deduped,
+            status: r.task_status,
+          }),
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === "RQ001") {
+          const q = batch[0]!.queue;
+          throw new QueueFullError(
+            q,
+            Number((err as { detail?: string }).detail ?? 0),
+            opts.maxDepth(q),
+            batch.length,
+          );
+        }
+        throw err;
+      }
     });
   }
 
