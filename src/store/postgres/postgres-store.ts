@@ -655,7 +655,21 @@ export class PostgresStore implements Store {
         .map((s, i) => [s, i] as const)
         .sort((a, b) => a[0].fence.taskId - b[0].fence.taskId);
       const results = new Array<SettleResult>(items.length);
+      // Completions (the common case) are applied by one multi-row statement; what it
+      // did not match, and every other kind, goes through #settleOne.
+      const completes = order.filter(([s]) => s.kind === "complete");
+      const applied = await this.#completeMany(
+        c,
+        completes.map(([s]) => s as Extract<Settlement, { kind: "complete" }>),
+      );
       for (const [s, i] of order) {
+        const hit = s.kind === "complete" ? applied.get(`${s.fence.taskId}:${s.fence.token}`) : undefined;
+        if (hit) {
+          results[i] = "ok";
+          deltas.set(hit.queue, (deltas.get(hit.queue) ?? 0) - 1);
+          if (hit.dependents > 0) wake = (await this.#releaseDependents(c, s.fence.taskId)) || wake;
+          continue;
+        }
         const r = await this.#settleOne(c, s, deltas);
         results[i] = r.result;
         wake ||= r.wake;
@@ -665,6 +679,31 @@ export class PostgresStore implements Store {
       if (wake) await this.#notify(c);
       return out;
     });
+  }
+
+  /** Fenced completion of many tasks in one statement; returns the rows it changed by id. */
+  async #completeMany(
+    c: Client,
+    items: Extract<Settlement, { kind: "complete" }>[],
+  ): Promise<Map<string, { queue: string; dependents: number }>> {
+    /** Keyed by id:token, so two settlements of one task in a batch are told apart by their fence. */
+    const out = new Map<string, { queue: string; dependents: number }>();
+    if (items.length === 0) return out;
+    const rows = await this.#run<{ id: number; token: number; queue: string; dependents: number }>(
+      c,
+      `UPDATE ${T} t SET status = 'terminal', outcome = 'completed', result = v.result, ended_at = :now,
+         lease_until = NULL, locked_by = NULL, updated_at = :now
+       FROM unnest(:ids::bigint[], :tokens::int[], :results::text[]) AS v(id, token, result)
+       WHERE t.id = v.id AND t.status = 'running' AND t.epoch = v.token AND t.abort_requested = 0
+       RETURNING t.id, v.token, t.queue, t.dependents`,
+      {
+        ids: items.map((s) => s.fence.taskId),
+        tokens: items.map((s) => s.fence.token),
+        results: items.map((s) => s.result),
+      },
+    );
+    for (const r of rows) out.set(`${r.id}:${r.token}`, { queue: r.queue, dependents: r.dependents });
+    return out;
   }
 
   async #settleOne(
