@@ -1,0 +1,80 @@
+/**
+ * graphile-worker 0.17.x on PostgreSQL (0.18 needs Node >= 22.18).
+ *
+ * Fast settings, from the project's performance page (worker.graphile.org/docs/performance, the
+ * preset its own figures were taken with): `localQueue: { size: 500 }` (the pool locks and pulls
+ * 500 jobs per fetch and hands them to its workers without a round trip each),
+ * `completeJobBatchDelay: 0` and `failJobBatchDelay: 0` (completions that arrive in the same tick
+ * are written in one statement), `maxPoolSize` = max(10, concurrency + 2). Batch enqueue is
+ * `addJobs` (one call, one statement for the whole batch); single enqueue is `addJob`.
+ * Completed jobs are deleted, so "remaining" is a count of `_private_jobs`.
+ */
+import { type Adapter, loadPeer, type Payload, pgClient, rand, type Targets } from "./adapter.js";
+
+export async function graphileWorker(t: Targets): Promise<Adapter> {
+  const gw = await loadPeer("graphile-worker");
+  const silent = new gw.Logger(() => () => {});
+  let schema = "";
+  let utils: any;
+  let admin: any;
+
+  return {
+    name: "graphile-worker",
+    backend: "postgres",
+    durable: true,
+    notes:
+      "0.17: addJob / addJobs; worker `concurrency` = the figure's concurrency, maxPoolSize max(10, c+2), " +
+      "preset localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0 (the settings of its own performance page); " +
+      "pollInterval default (2 s; jobs arrive by LISTEN/NOTIFY or are already queued)",
+    async setup() {
+      schema = `bench_gw_${rand()}`;
+      admin = await pgClient(t.pgUrl);
+      utils = await gw.makeWorkerUtils({ connectionString: t.pgUrl, schema, logger: silent });
+      await utils.migrate();
+    },
+    async enqueueOne(p: Payload) {
+      await utils.addJob("noop", p);
+    },
+    async enqueueBatch(ps: Payload[]) {
+      await utils.addJobs(ps.map((p) => ({ identifier: "noop", payload: p })));
+    },
+    async startWorker({ concurrency, onJob }) {
+      const runner = await gw.run({
+        connectionString: t.pgUrl,
+        schema,
+        concurrency,
+        maxPoolSize: Math.max(10, concurrency + 2),
+        noHandleSignals: true,
+        logger: silent,
+        taskList: {
+          noop: async (payload: Payload) => {
+            onJob(payload);
+          },
+        },
+        preset: {
+          worker: {
+            localQueue: { size: 500 },
+            completeJobBatchDelay: 0,
+            failJobBatchDelay: 0,
+          },
+        },
+      });
+      return {
+        async stop() {
+          await runner.stop();
+        },
+      };
+    },
+    async remaining() {
+      const r = await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`);
+      return r.rows[0].n as number;
+    },
+    async teardown() {
+      await utils?.release().catch(() => {});
+      await admin?.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      await admin?.end().catch(() => {});
+      utils = undefined;
+      admin = undefined;
+    },
+  };
+}

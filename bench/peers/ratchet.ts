@@ -1,0 +1,181 @@
+/**
+ * Ratchet itself, through the same interface as the peers, so that one run of compare.ts gives
+ * pair-by-pair ratios on the same machine (issue 6). Loaded from the source (src/) under tsx, so
+ * it measures the working tree, not a build.
+ *
+ * Settings: those of bench/run.ts and bench/pg.ts (Ratchet's own figures): `pollIntervalMs` 20,
+ * `silentLogger`; SQLite with WAL and `synchronous` NORMAL (Ratchet's default, the same as
+ * plainjob's); PostgreSQL with a fresh schema per run and a pool of 10 (pg's default, as
+ * graphile-worker's and pg-boss's). Single enqueue is `enqueue`, batch is `enqueueMany`, the worker
+ * is `start({ concurrency })` in the driver's process.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { defineTask, Ratchet, silentLogger } from "../../src/index.js";
+import { type Adapter, type Payload, pgClient, rand, type StepsAdapter, type Targets } from "./adapter.js";
+
+const POLL_MS = 20;
+const POOL = 10;
+
+const hooks: {
+  onJob: (p: Payload) => void;
+  onStep: (task: number, step: number) => void;
+  steps: number;
+} = { onJob: () => {}, onStep: () => {}, steps: 10 };
+
+const noop = defineTask({
+  name: "noop",
+  run: (_ctx, input: Payload) => {
+    hooks.onJob(input);
+    return null;
+  },
+});
+
+const stepsTask = defineTask({
+  name: "steps",
+  async run(ctx, input: { i: number }) {
+    let sum = 0;
+    for (let s = 0; s < hooks.steps; s++) {
+      sum += await ctx.step(`s${s}`, () => {
+        hooks.onStep(input.i, s);
+        return s;
+      });
+    }
+    return sum;
+  },
+});
+
+type Kind = "sqlite" | "postgres";
+
+function ratchetBase(kind: Kind, t: Targets) {
+  let r: Ratchet | undefined;
+  let dir = "";
+  let schema = "";
+  const open = async () => {
+    if (kind === "sqlite") {
+      dir = mkdtempSync(join(t.tmpDir, "bench-ratchet-"));
+      r = await Ratchet.open({
+        store: `sqlite:${join(dir, "bench.db")}`,
+        synchronous: "NORMAL",
+        tasks: [noop, stepsTask],
+        logger: silentLogger,
+        pollIntervalMs: POLL_MS,
+      });
+    } else {
+      schema = `bench_rt_${rand()}`;
+      r = await Ratchet.open({
+        store: t.pgUrl,
+        postgres: { schema, poolMax: POOL },
+        tasks: [noop, stepsTask],
+        logger: silentLogger,
+        pollIntervalMs: POLL_MS,
+      });
+    }
+  };
+  const close = async () => {
+    await r?.close().catch(() => {});
+    r = undefined;
+    if (kind === "sqlite" && dir) rmSync(dir, { recursive: true, force: true });
+    if (kind === "postgres" && schema) {
+      const admin = await pgClient(t.pgUrl);
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      await admin.end().catch(() => {});
+    }
+  };
+  const live = async () => {
+    let total = 0;
+    let done = 0;
+    for (const q of await r!.stats()) {
+      for (const v of Object.values(q.byStatus)) total += v ?? 0;
+      done += q.byOutcome.completed ?? 0;
+    }
+    return total - done;
+  };
+  return {
+    get r() {
+      return r!;
+    },
+    open,
+    close,
+    live,
+  };
+}
+
+const NOTES = {
+  sqlite:
+    "enqueue / enqueueMany; start({ concurrency }); pollIntervalMs 20; WAL, synchronous NORMAL (default)",
+  postgres: "enqueue / enqueueMany; start({ concurrency }); pollIntervalMs 20; pool 10; fresh schema per run",
+};
+
+export function ratchet(kind: Kind, t: Targets): Adapter {
+  const b = ratchetBase(kind, t);
+  return {
+    name: kind === "sqlite" ? "ratchet (sqlite)" : "ratchet (postgres)",
+    backend: kind,
+    durable: true,
+    notes: NOTES[kind],
+    setup: b.open,
+    async enqueueOne(p: Payload) {
+      await b.r.enqueue(noop, p);
+    },
+    async enqueueBatch(ps: Payload[]) {
+      await b.r.enqueueMany(ps.map((p) => ({ task: noop, input: p })));
+    },
+    async startWorker({ concurrency, onJob }) {
+      hooks.onJob = onJob;
+      await b.r.start({ concurrency });
+      return {
+        stop: async () => {
+          await b.r.stop();
+          hooks.onJob = () => {};
+        },
+      };
+    },
+    remaining: b.live,
+    teardown: b.close,
+  };
+}
+
+/** W4: `tasks` tasks of `steps` ctx.step calls, enqueued (untimed), drained at concurrency `inFlight`. */
+export function ratchetSteps(kind: Kind, t: Targets): StepsAdapter {
+  const b = ratchetBase(kind, t);
+  return {
+    name: kind === "sqlite" ? "ratchet (sqlite)" : "ratchet (postgres)",
+    backend: kind,
+    durable: true,
+    notes: `${NOTES[kind]}; tasks enqueued with enqueueMany before the clock starts, drained by start({ concurrency: in-flight })`,
+    setup: b.open,
+    async runSteps({ tasks, steps, inFlight, onStep }) {
+      hooks.steps = steps;
+      // The clock stops when every task has settled: wait (without store reads) until every step
+      // body has run, then poll the store until nothing is live.
+      let ran = 0;
+      let allRan!: () => void;
+      const ranAll = new Promise<void>((res) => {
+        allRan = res;
+      });
+      hooks.onStep = (task, step) => {
+        onStep(task, step);
+        if (++ran === tasks * steps) allRan();
+      };
+      for (let i = 0; i < tasks; i += 1_000) {
+        const n = Math.min(1_000, tasks - i);
+        await b.r.enqueueMany(
+          Array.from({ length: n }, (_, k) => ({ task: stepsTask, input: { i: i + k } })),
+        );
+      }
+      const t0 = performance.now();
+      await b.r.start({ concurrency: inFlight });
+      await ranAll;
+      for (;;) {
+        if ((await b.live()) === 0) break;
+        await new Promise((res) => setTimeout(res, 5));
+      }
+      const ms = performance.now() - t0;
+      await b.r.stop();
+      hooks.onStep = () => {};
+      return ms;
+    },
+    teardown: b.close,
+  };
+}
