@@ -16,7 +16,8 @@ import {
   RatchetError,
   ValidationError,
 } from "../errors.js";
-import type { ClaimedTask, Fence, Store } from "../store/store.js";
+import type { ClaimedTask, Fence, SettleResult, StepWrite, Store } from "../store/store.js";
+import type { Batcher } from "./batcher.js";
 import { checkName, describe, MAX_MS } from "./definition.js";
 import { retryStore } from "./store-retry.js";
 
@@ -67,6 +68,7 @@ const END_REASONS: Record<EndReason["kind"], RatchetError> = {
 
 export interface InvocationDeps {
   store: Store;
+  steps: Batcher<StepWrite, SettleResult>;
   clock: Clock;
   leaseGraceMs: number;
   maxStepBytes: number;
@@ -175,11 +177,10 @@ export class Invocation implements TaskContext {
     this.#live();
     // Unstorable results are errors, never silently truncated (spec §4.6).
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
-    try {
-      await retryStore(() => this.#deps.store.commitStep(this.fence, n, text));
-    } catch (e) {
-      this.#refused(e);
-    }
+    // Group-committed with the steps of other invocations in this turn (one transaction).
+    const res = await this.#deps.steps.submit({ fence: this.fence, name: n, result: text });
+    if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
+    if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
     const stored = JSON.parse(text) as T;
     steps.set(n, stored);
     return stored;

@@ -79,7 +79,7 @@ export class Driver {
     const def = this.#o.definition(task.name);
     if (!def) {
       // The registry changed between the claim and now: give the task back.
-      void this.#o.deps.settler.settle({ kind: "release", fence: { taskId: task.id, token: task.epoch } });
+      void this.#o.deps.settler.submit({ kind: "release", fence: { taskId: task.id, token: task.epoch } });
       return;
     }
     const run = execute(task, def, this.#o.deps);

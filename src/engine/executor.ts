@@ -13,15 +13,15 @@ import {
   NonRetryableError,
   RatchetError,
 } from "../errors.js";
-import type { ClaimedTask, Settlement } from "../store/store.js";
+import type { ClaimedTask, Settlement, SettleResult } from "../store/store.js";
+import type { Batcher } from "./batcher.js";
 import { type EndReason, Invocation, type InvocationDeps } from "./context.js";
 import type { TaskDefinition } from "./definition.js";
-import type { Settler } from "./settler.js";
 
 export type RunReport = "done" | "failed" | "retried" | "aborted" | "suspended" | "lost" | "released";
 
 export interface ExecutorDeps extends InvocationDeps {
-  settler: Settler;
+  settler: Batcher<Settlement, SettleResult>;
   random: Random;
   maxResultBytes: number;
   onError: (err: unknown, taskId: number) => void;
@@ -114,7 +114,7 @@ export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDe
   const report = inv.ended.then(async (reason) => {
     let { settlement, report: r } = settlementFor(task, def, reason, deps);
     if (!settlement) return r;
-    let res = await deps.settler.settle(settlement);
+    let res = await deps.settler.submit(settlement);
     if (res === "abort_marked") {
       // spec §4.5: a marked task's run may not commit; it ends aborted.
       settlement = {
@@ -123,7 +123,7 @@ export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDe
         error: { name: "Aborted", message: "abort requested" },
       };
       r = "aborted";
-      res = await deps.settler.settle(settlement);
+      res = await deps.settler.submit(settlement);
     }
     return res === "ok" ? r : "lost";
   });

@@ -19,18 +19,22 @@ import type {
   JobStatus,
   ListFilter,
   QueueStats,
+  Settlement,
+  SettleResult,
   StepRecord,
+  StepWrite,
   Store,
   TaskEvent,
   TaskId,
   TaskRecord,
 } from "../store/store.js";
+import { Batcher } from "./batcher.js";
 import { checkName, describe, MAX_MS, type TaskDefinition } from "./definition.js";
 import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
 import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
-import { Settler } from "./settler.js";
+import { retryStore } from "./store-retry.js";
 import { Wakeup } from "./wakeup.js";
 
 export type { BatchEntry, EnqueueOptions } from "./enqueue.js";
@@ -73,7 +77,7 @@ export class Ratchet {
   readonly #o: ResolvedOptions;
   readonly #registry = new Map<string, TaskDefinition>();
   readonly #wakeup = new Wakeup();
-  readonly #settler: Settler;
+  readonly #settler: Batcher<Settlement, SettleResult>;
   readonly #deps: ExecutorDeps;
   readonly #settledListeners = new Set<(id: TaskId) => void>();
   #worker:
@@ -93,7 +97,9 @@ export class Ratchet {
     this.store = store;
     this.#o = o;
     this.workerId = workerId;
-    this.#settler = new Settler(store);
+    // Engine commits are retried on store errors (spec F.10): every item is fenced or idempotent.
+    this.#settler = new Batcher((items) => retryStore(() => store.settle(items)));
+    const steps = new Batcher<StepWrite, SettleResult>((items) => retryStore(() => store.commitSteps(items)));
     this.#deps = {
       store,
       clock: o.clock,
@@ -102,6 +108,7 @@ export class Ratchet {
       maxStepBytes: o.maxResultBytes,
       maxResultBytes: o.maxResultBytes,
       settler: this.#settler,
+      steps,
       log: (taskId, args) =>
         o.logger.info(
           `task ${taskId}: ${args.map((a) => (typeof a === "string" ? a : describe(a))).join(" ")}`,

@@ -112,6 +112,13 @@ export type Settlement =
 /** ok: applied. lease_lost: the fence no longer holds. abort_marked: refused because the task has an abort mark. */
 export type SettleResult = "ok" | "lease_lost" | "abort_marked";
 
+export interface StepWrite {
+  fence: Fence;
+  name: string;
+  /** Serialised by toStorableJson. */
+  result: string;
+}
+
 export interface StepRecord {
   taskId: TaskId;
   name: string;
@@ -184,6 +191,12 @@ export interface Store {
   loadSteps(taskId: TaskId): Promise<Map<string, unknown>>;
   /** Commits one step result (spec §4.2). Throws LeaseLostError / AbortedError and writes nothing. */
   commitStep(fence: Fence, name: string, result: string): Promise<void>;
+  /**
+   * Commits step results of several invocations in one transaction, each
+   * fenced on its own (spec §3.7, §4.2); results in item order. Lets the engine
+   * group-commit the steps of concurrent tasks: one commit instead of one per step.
+   */
+  commitSteps(items: readonly StepWrite[]): Promise<SettleResult[]>;
   /** Extends the lease to now + maxMs + grace (spec §3.8). Throws LeaseLostError / AbortedError. */
   heartbeat(fence: Fence, maxMs: number, leaseGraceMs: number): Promise<void>;
   progress(fence: Fence, fraction: number, note: string | null): Promise<void>;

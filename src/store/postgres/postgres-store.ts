@@ -46,6 +46,7 @@ import type {
   Settlement,
   SettleResult,
   StepRecord,
+  StepWrite,
   Store,
   TaskEvent,
   TaskId,
@@ -606,19 +607,52 @@ export class PostgresStore implements Store {
 
   /** spec §4.2. ON CONFLICT makes a repeat of an ambiguous commit harmless. */
   async commitStep(fence: Fence, name: string, result: string): Promise<void> {
-    // One statement, so one round trip in an implicit transaction: the fenced touch and the
-    // insert commit together or not at all (measured: 4 round trips before, ~1.9k steps/s).
-    const rows = await this.#read((c) =>
-      this.#run<{ fenced: number }>(
+    const [r] = await this.commitSteps([{ fence, name, result }]);
+    if (r === "abort_marked") throw new AbortedError(fence.taskId);
+    if (r !== "ok") throw new LeaseLostError(fence.taskId, fence.token);
+  }
+
+  /**
+   * spec §4.2. One statement for the whole group, so one round trip and one
+   * commit: the fenced touches and the inserts land together or not at all.
+   * Measured: a commit per step held W4 at the fsync rate (~1.8k steps/s here).
+   */
+  async commitSteps(items: readonly StepWrite[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    return this.#read(async (c) => {
+      const rows = await this.#run<{ id: number; epoch: number }>(
         c,
-        `WITH f AS (UPDATE ${T} SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id, attempts),
+        `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[])
+                      WITH ORDINALITY AS v(id, token, name, result, ord)),
+         f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token FROM v) d
+               WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = 0
+               RETURNING t.id, t.epoch, t.attempts),
          ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
-                 SELECT f.id, :name, :result, f.attempts, :now FROM f ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
-         SELECT count(*)::int AS fenced FROM f`,
-        { id: fence.taskId, token: fence.token, name, result },
-      ),
-    );
-    if (rows[0]?.fenced !== 1) await this.#read((c) => this.#refused(c, fence));
+                 SELECT v.id, v.name, v.result, f.attempts, :now FROM v JOIN f ON f.id = v.id AND f.epoch = v.token
+                 ORDER BY v.ord ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
+         SELECT id, epoch FROM f`,
+        {
+          ids: items.map((w) => w.fence.taskId),
+          tokens: items.map((w) => w.fence.token),
+          names: items.map((w) => w.name),
+          results: items.map((w) => w.result),
+        },
+      );
+      const held = new Set(rows.map((r) => `${r.id}:${r.epoch}`));
+      const out: SettleResult[] = [];
+      for (const w of items) {
+        if (held.has(`${w.fence.taskId}:${w.fence.token}`)) {
+          out.push("ok");
+          continue;
+        }
+        try {
+          await this.#refused(c, w.fence);
+        } catch (e) {
+          out.push(e instanceof AbortedError ? "abort_marked" : "lease_lost");
+        }
+      }
+      return out;
+    });
   }
 
   async heartbeat(fence: Fence, maxMs: number, leaseGraceMs: number): Promise<void> {

@@ -43,6 +43,7 @@ import type {
   Settlement,
   SettleResult,
   StepRecord,
+  StepWrite,
   Store,
   TaskEvent,
   TaskId,
@@ -386,15 +387,31 @@ export class SqliteStore implements Store {
 
   /** spec §4.2: one row per (task, name); the fence and the insert commit together. */
   async commitStep(fence: Fence, name: string, result: string): Promise<void> {
-    this.#tx(() => {
+    const [r] = await this.commitSteps([{ fence, name, result }]);
+    if (r === "abort_marked") throw new AbortedError(fence.taskId);
+    if (r !== "ok") throw new LeaseLostError(fence.taskId, fence.token);
+  }
+
+  /** spec §4.2: per item, the fenced touch and the insert; one transaction for all. */
+  async commitSteps(items: readonly StepWrite[]): Promise<SettleResult[]> {
+    if (items.length === 0) return [];
+    return this.#tx(() => {
       const now = this.#now();
-      this.#touch(fence, now);
-      const attempt = (
-        this.#s("SELECT attempts FROM ratchet_tasks WHERE id = ?").get(fence.taskId) as { attempts: number }
-      ).attempts;
-      this.#s(
-        "INSERT INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
-      ).run(fence.taskId, name, result, attempt, now);
+      const touch = this.#s(
+        `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING attempts`,
+      );
+      // OR IGNORE: repeating a commit whose acknowledgement was lost changes nothing.
+      const insert = this.#s(
+        "INSERT OR IGNORE INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
+      );
+      return items.map((w) => {
+        const row = touch.get({ id: w.fence.taskId, token: w.fence.token, now }) as
+          | { attempts: number }
+          | undefined;
+        if (!row) return this.#why(w.fence);
+        insert.run(w.fence.taskId, w.name, w.result, row.attempts, now);
+        return "ok";
+      });
     });
   }
 

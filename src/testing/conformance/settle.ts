@@ -140,6 +140,41 @@ export function registerSettleTests(it: Define): void {
     await rejection(() => store.commitStep({ taskId: id!, token: 1 }, "x", "1"), "RATCHET_LEASE_LOST");
   });
 
+  it("§4.2 / §3.7 commitSteps group-commits steps of several holders, each fenced on its own, in item order", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [a, b, c] = await ids(store, [
+      newTask({ maxMs: 1_000 }),
+      newTask({ maxMs: 1_000 }),
+      newTask({ maxMs: 1_000 }),
+    ]);
+    const claimed = await store.claim(claimReq({ limit: 3 }));
+    const fence = (id: number) => fenceOf(claimed.find((t) => t.id === id)!);
+    expect(await store.abort(c!)).toEqual({ state: "marked" });
+    const stale = { taskId: b!, token: fence(b!).token - 1 };
+    const results = await store.commitSteps([
+      { fence: fence(a!), name: "x", result: "1" },
+      { fence: stale, name: "x", result: '"stale"' },
+      { fence: fence(b!), name: "x", result: "2" },
+      { fence: fence(a!), name: "y", result: "3" },
+      { fence: fence(c!), name: "x", result: "4" },
+    ]);
+    expect(results).toEqual(["ok", "lease_lost", "ok", "ok", "abort_marked"]);
+    expect((await store.steps(a!)).map((st) => [st.name, st.result])).toEqual([
+      ["x", 1],
+      ["y", 3],
+    ]);
+    expect((await store.steps(b!)).map((st) => st.result)).toEqual([2]);
+    expect(await store.steps(c!)).toEqual([]);
+    // Repeating a group whose acknowledgement was lost changes nothing.
+    clock.advance(1);
+    expect(await store.commitSteps([{ fence: fence(a!), name: "x", result: '"again"' }])).toEqual(["ok"]);
+    expect((await store.steps(a!)).map((st) => st.result)).toEqual([1, 3]);
+    expect(await store.commitSteps([])).toEqual([]);
+  });
+
   it("§4.2 commitStep records one row per step, in commit order, with the attempt; loadSteps returns them", async ({
     clock,
     store,
