@@ -368,13 +368,6 @@ export class SqliteStore implements Store {
     throw new LeaseLostError(fence.taskId, fence.token);
   }
 
-  #touch(fence: Fence, now: number): void {
-    const r = this.#s(
-      `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0`,
-    ).run({ id: fence.taskId, token: fence.token, now });
-    if (r.changes !== 1) this.#refused(fence);
-  }
-
   async loadSteps(taskId: TaskId): Promise<Map<string, unknown>> {
     return this.#read(() => {
       const rows = this.#s("SELECT name, result FROM ratchet_steps WHERE task_id = ?").all(taskId) as {
