@@ -1,0 +1,83 @@
+/** Claims (spec §3): promotion of due timers, reclaim of expired leases (or failure past maxAttempts), batch claims with SKIP LOCKED. */
+import { decideReclaim } from "../../core/backoff.js";
+import type { StoredError } from "../../core/json.js";
+import { type TaskRow, toRecord } from "../rows.js";
+import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
+import type { Client, PgCore } from "./core.js";
+import { PROMOTE_BATCH } from "./core.js";
+import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_DUE, SELECT_EXPIRED, T } from "./sql.js";
+
+export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]> {
+  if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
+  return core.tx(async (c) => {
+    await core.run(c, PROMOTE_DUE, { limit: PROMOTE_BATCH });
+    const base = { grace: req.leaseGraceMs, worker: req.workerId };
+    const out: ClaimedTask[] = [];
+    const lost: Map<string, number> = new Map();
+    const expired = await core.run<{
+      id: number;
+      locked_by: string | null;
+      lease_until: number;
+      attempts: number;
+      max_attempts: number;
+    }>(c, SELECT_EXPIRED, { names: req.names, queues: req.queues, limit: req.limit });
+    for (const e of expired) {
+      if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
+        const q = await failDeadHolder(core, c, e.id, e.attempts, e.locked_by);
+        if (q) lost.set(q, (lost.get(q) ?? 0) - 1);
+        continue;
+      }
+      const rows = await core.run<TaskRow>(c, CLAIM_ONE, { ...base, id: e.id });
+      if (!rows[0]) continue;
+      out.push({ ...toRecord(rows[0]), reclaimed: true });
+      await core.event(c, e.id, "reclaimed", rows[0].attempts, {
+        previousHolder: e.locked_by,
+        leaseUntil: e.lease_until,
+      });
+    }
+    const start = core.rr++ % req.queues.length;
+    for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
+      const queue = req.queues[(start + i) % req.queues.length]!;
+      const rows = await core.run<TaskRow>(c, CLAIM_PENDING, {
+        ...base,
+        queue,
+        names: req.names,
+        limit: req.limit - out.length,
+      });
+      rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
+      for (const r of rows) out.push({ ...toRecord(r), reclaimed: false });
+    }
+    await core.bumpLive(c, lost);
+    return out;
+  });
+}
+
+/** spec §5.4. Returns the queue of the failed task (its live count drops). */
+export async function failDeadHolder(
+  core: PgCore,
+  c: Client,
+  id: TaskId,
+  attempts: number,
+  holder: string | null,
+): Promise<string | null> {
+  const error: StoredError = {
+    name: "AttemptsExhausted",
+    message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
+  };
+  const rows = await core.run<{ queue: string; dependents: number }>(
+    c,
+    `UPDATE ${T} SET status = 'terminal', outcome = 'failed',
+      error = :error, ended_at = :now, lease_until = NULL, locked_by = NULL, updated_at = :now
+    WHERE id = :id AND status = 'running' AND lease_until <= :now RETURNING queue, dependents`,
+    { id, error: JSON.stringify(error) },
+  );
+  const row = rows[0];
+  if (!row) return null;
+  await core.event(c, id, "failed", attempts, { error });
+  if (row.dependents > 0) await core.cascade(c, id);
+  return row.queue;
+}
+
+export async function listReady(core: PgCore, queue: string, limit: number): Promise<TaskRecord[]> {
+  return core.read(async (c) => (await core.run<TaskRow>(c, LIST_READY, { queue, limit })).map(toRecord));
+}

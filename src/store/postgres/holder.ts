@@ -1,0 +1,271 @@
+/** Holder writes (spec §3.7–§3.8, §4): steps, heartbeats, progress and settlements, each fenced by the claim token. */
+import { AbortedError, LeaseLostError } from "../../errors.js";
+import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import type { Client, PgCore } from "./core.js";
+import { FENCE, T } from "./sql.js";
+
+/** spec §4.2: one step; a refusal becomes AbortedError or LeaseLostError. */
+export async function commitStep(core: PgCore, fence: Fence, name: string, result: string): Promise<void> {
+  const [r] = await commitSteps(core, [{ fence, name, result }]);
+  if (r === "abort_marked") throw new AbortedError(fence.taskId);
+  if (r !== "ok") throw new LeaseLostError(fence.taskId, fence.token);
+}
+
+/**
+ * spec §4.2. One statement for the whole group, so one round trip and one
+ * commit: the fenced touches and the inserts land together or not at all.
+ * Measured: a commit per step held W4 at the fsync rate (~1.8k steps/s here).
+ */
+export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Promise<SettleResult[]> {
+  if (items.length === 0) return [];
+  return core.read(async (c) => {
+    const rows = await core.run<{ id: number; epoch: number }>(
+      c,
+      `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[])
+                    WITH ORDINALITY AS v(id, token, name, result, ord)),
+       f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token FROM v) d
+             WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = 0
+             RETURNING t.id, t.epoch, t.attempts),
+       ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
+               SELECT v.id, v.name, v.result, f.attempts, :now FROM v JOIN f ON f.id = v.id AND f.epoch = v.token
+               ORDER BY v.ord ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
+       SELECT id, epoch FROM f`,
+      {
+        ids: items.map((w) => w.fence.taskId),
+        tokens: items.map((w) => w.fence.token),
+        names: items.map((w) => w.name),
+        results: items.map((w) => w.result),
+      },
+    );
+    const held = new Set(rows.map((r) => `${r.id}:${r.epoch}`));
+    const out: SettleResult[] = [];
+    for (const w of items) {
+      if (held.has(`${w.fence.taskId}:${w.fence.token}`)) {
+        out.push("ok");
+        continue;
+      }
+      try {
+        await core.refused(c, w.fence);
+      } catch (e) {
+        out.push(e instanceof AbortedError ? "abort_marked" : "lease_lost");
+      }
+    }
+    return out;
+  });
+}
+
+export async function heartbeat(
+  core: PgCore,
+  fence: Fence,
+  maxMs: number,
+  leaseGraceMs: number,
+): Promise<void> {
+  await core.tx(async (c) => {
+    const rows = await core.run(
+      c,
+      `UPDATE ${T} SET lease_until = :now + :ms::bigint, updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id`,
+      { id: fence.taskId, token: fence.token, ms: maxMs + leaseGraceMs },
+    );
+    if (!rows[0]) await core.refused(c, fence);
+  });
+}
+
+export async function progress(
+  core: PgCore,
+  fence: Fence,
+  fraction: number,
+  note: string | null,
+): Promise<void> {
+  await core.tx(async (c) => {
+    const rows = await core.run(
+      c,
+      `UPDATE ${T} SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id`,
+      { id: fence.taskId, token: fence.token, p: fraction, note },
+    );
+    if (!rows[0]) await core.refused(c, fence);
+  });
+}
+
+export async function settle(core: PgCore, items: readonly Settlement[]): Promise<SettleResult[]> {
+  if (items.length === 0) return [];
+  return core.tx(async (c) => {
+    const out: SettleResult[] = [];
+    const deltas = new Map<string, number>();
+    let wake = false;
+    // Lock order by id keeps concurrent batches from deadlocking on each other.
+    const order = items.map((s, i) => [s, i] as const).sort((a, b) => a[0].fence.taskId - b[0].fence.taskId);
+    const results = new Array<SettleResult>(items.length);
+    // Completions (the common case) are applied by one multi-row statement; what it
+    // did not match, and every other kind, goes through #settleOne.
+    const completes = order.filter(([s]) => s.kind === "complete");
+    const applied = await completeMany(
+      core,
+      c,
+      completes.map(([s]) => s as Extract<Settlement, { kind: "complete" }>),
+    );
+    for (const [s, i] of order) {
+      const hit = s.kind === "complete" ? applied.get(`${s.fence.taskId}:${s.fence.token}`) : undefined;
+      if (hit) {
+        results[i] = "ok";
+        deltas.set(hit.queue, (deltas.get(hit.queue) ?? 0) - 1);
+        if (hit.dependents > 0) wake = (await releaseDependents(core, c, s.fence.taskId)) || wake;
+        continue;
+      }
+      const r = await settleOne(core, c, s, deltas);
+      results[i] = r.result;
+      wake ||= r.wake;
+    }
+    out.push(...results);
+    await core.bumpLive(c, deltas);
+    if (wake) await core.notify(c);
+    return out;
+  });
+}
+
+/** Fenced completion of many tasks in one statement; returns the rows it changed by id. */
+export async function completeMany(
+  core: PgCore,
+  c: Client,
+  items: Extract<Settlement, { kind: "complete" }>[],
+): Promise<Map<string, { queue: string; dependents: number }>> {
+  /** Keyed by id:token, so two settlements of one task in a batch are told apart by their fence. */
+  const out = new Map<string, { queue: string; dependents: number }>();
+  if (items.length === 0) return out;
+  const rows = await core.run<{ id: number; token: number; queue: string; dependents: number }>(
+    c,
+    `UPDATE ${T} t SET status = 'terminal', outcome = 'completed', result = v.result, ended_at = :now,
+       lease_until = NULL, locked_by = NULL, updated_at = :now
+     FROM unnest(:ids::bigint[], :tokens::int[], :results::text[]) AS v(id, token, result)
+     WHERE t.id = v.id AND t.status = 'running' AND t.epoch = v.token AND t.abort_requested = 0
+     RETURNING t.id, v.token, t.queue, t.dependents`,
+    {
+      ids: items.map((s) => s.fence.taskId),
+      tokens: items.map((s) => s.fence.token),
+      results: items.map((s) => s.result),
+    },
+  );
+  for (const r of rows) out.set(`${r.id}:${r.token}`, { queue: r.queue, dependents: r.dependents });
+  return out;
+}
+
+export async function settleOne(
+  core: PgCore,
+  c: Client,
+  s: Settlement,
+  deltas: Map<string, number>,
+): Promise<{ result: SettleResult; wake: boolean }> {
+  const p = { id: s.fence.taskId, token: s.fence.token };
+  const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
+  const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
+  type Row = { queue: string; dependents: number; attempts: number; wake_at: number | null };
+  const why = async (): Promise<{ result: SettleResult; wake: boolean }> => {
+    try {
+      await core.refused(c, s.fence);
+    } catch (e) {
+      return { result: e instanceof AbortedError ? "abort_marked" : "lease_lost", wake: false };
+    }
+    return { result: "lease_lost", wake: false };
+  };
+  let row: Row | undefined;
+  switch (s.kind) {
+    case "complete":
+      row = (
+        await core.run<Row>(
+          c,
+          `UPDATE ${T} SET status = 'terminal', outcome = 'completed', result = :result, ended_at = :now, ${end}
+        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+          { ...p, result: s.result },
+        )
+      )[0];
+      break;
+    case "retry":
+      row = (
+        await core.run<Row>(
+          c,
+          `UPDATE ${T} SET status = 'waiting', wake_at = :now + :delay::bigint, error = :error, ${end}
+        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+          { ...p, delay: Math.round(s.delayMs), error: JSON.stringify(s.error) },
+        )
+      )[0];
+      if (!row) return why();
+      await core.event(c, s.fence.taskId, "attempt_failed", row.attempts, {
+        error: s.error,
+        retryAt: row.wake_at,
+      });
+      return { result: "ok", wake: false };
+    case "sleep":
+      row = (
+        await core.run<Row>(
+          c,
+          `UPDATE ${T} SET status = 'waiting', wake_at = :now + :delay::bigint, attempts = attempts - 1, ${end}
+        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+          { ...p, delay: Math.round(s.delayMs) },
+        )
+      )[0];
+      if (!row) return why();
+      await core.run(
+        c,
+        `INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at) VALUES (:id, :name, :result, :attempt, :now)
+        ON CONFLICT (task_id, name) DO NOTHING`,
+        {
+          id: s.fence.taskId,
+          name: s.step,
+          result: JSON.stringify({ until: row.wake_at }),
+          attempt: row.attempts,
+        },
+      );
+      return { result: "ok", wake: false };
+    case "release":
+      row = (
+        await core.run<Row>(
+          c,
+          `UPDATE ${T} SET status = 'pending', attempts = attempts - 1, ${end}
+        WHERE ${FENCE} RETURNING queue, dependents, attempts, wake_at`,
+          p,
+        )
+      )[0];
+      if (!row) return why();
+      await core.event(c, s.fence.taskId, "released", row.attempts + 1, null);
+      return { result: "ok", wake: true };
+    case "fail":
+    case "aborted": {
+      const outcome = s.kind === "fail" ? s.outcome : "aborted";
+      row = (
+        await core.run<Row>(
+          c,
+          `UPDATE ${T} SET status = 'terminal', outcome = :outcome, error = :error, ended_at = :now, ${end}
+        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+          { ...p, outcome, error: s.error ? JSON.stringify(s.error) : null },
+        )
+      )[0];
+      if (row)
+        await core.event(c, s.fence.taskId, outcome === "aborted" ? "aborted" : outcome, row.attempts, {
+          error: s.error,
+        });
+      break;
+    }
+  }
+  if (!row) return why();
+  deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
+  let wake = false;
+  if (row.dependents > 0) {
+    if (s.kind === "complete") wake = await releaseDependents(core, c, s.fence.taskId);
+    else await core.cascade(c, s.fence.taskId);
+  }
+  return { result: "ok", wake };
+}
+
+/** spec §6.2. Returns true when some dependent became pending. */
+export async function releaseDependents(core: PgCore, c: Client, id: TaskId): Promise<boolean> {
+  const rows = await core.run<{ status: string }>(
+    c,
+    `UPDATE ${T} t SET needs_pending = t.needs_pending - 1,
+      status = CASE WHEN t.needs_pending = 1 THEN (CASE WHEN t.run_after <= :now THEN 'pending' ELSE 'waiting' END) ELSE t.status END,
+      wake_at = CASE WHEN t.needs_pending = 1 AND t.run_after > :now THEN t.run_after ELSE t.wake_at END,
+      updated_at = :now
+    FROM (SELECT task_id FROM {s}.ratchet_deps WHERE needs_id = :id ORDER BY task_id) d
+    WHERE t.id = d.task_id AND t.status = 'waiting' AND t.needs_pending > 0 RETURNING t.status`,
+    { id },
+  );
+  return rows.some((r) => r.status === "pending");
+}
