@@ -1,0 +1,98 @@
+/** Claiming for the SQLite store: promotion, reclaim of expired leases, round-robin claim. spec §3, §5.4. */
+import { decideReclaim } from "../../core/backoff.js";
+import type { StoredError } from "../../core/json.js";
+import { type TaskRow, toRecord } from "../rows.js";
+import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
+import type { SqliteCore } from "./core.js";
+import {
+  bindList,
+  CLAIM_ONE,
+  LIST_READY,
+  PROMOTE_BATCH,
+  PROMOTE_DUE,
+  selectExpired,
+  selectPending,
+} from "./sql.js";
+
+/** spec §3.1–§3.4, §3.6. Promotion and claim share one IMMEDIATE transaction. */
+export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
+  if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
+  return c.tx(() => {
+    const now = c.now();
+    c.s(PROMOTE_DUE).run({ now, limit: PROMOTE_BATCH });
+    const lists: Record<string, unknown> = {};
+    bindList("n", req.names, lists);
+    const claimOne = c.s(CLAIM_ONE);
+    const base = { now, grace: req.leaseGraceMs, worker: req.workerId };
+    const out: ClaimedTask[] = [];
+    const queueList: Record<string, unknown> = { ...lists };
+    bindList("q", req.queues, queueList);
+    const expired = c.s(selectExpired(req.queues.length, req.names.length)).all({
+      ...queueList,
+      now,
+      limit: req.limit,
+    }) as {
+      id: number;
+      locked_by: string | null;
+      lease_until: number;
+      attempts: number;
+      max_attempts: number;
+    }[];
+    for (const e of expired) {
+      if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
+        failDeadHolder(c, e.id, e.attempts, e.locked_by, now);
+        continue;
+      }
+      const r = claimOne.get({ ...base, id: e.id }) as TaskRow | undefined;
+      if (!r) continue;
+      out.push({ ...toRecord(r), reclaimed: true });
+      c.event(r.id, now, "reclaimed", r.attempts, {
+        previousHolder: e.locked_by,
+        leaseUntil: e.lease_until,
+      });
+    }
+    // Queues are served round-robin from a rotating start, each through its own index range.
+    const start = c.rr++ % req.queues.length;
+    const select = c.s(selectPending(req.names.length));
+    for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
+      const queue = req.queues[(start + i) % req.queues.length]!;
+      const ids = select.all({ ...lists, queue, limit: req.limit - out.length }) as { id: number }[];
+      for (const { id } of ids) {
+        const r = claimOne.get({ ...base, id }) as TaskRow | undefined;
+        if (r) out.push({ ...toRecord(r), reclaimed: false });
+      }
+    }
+    return out;
+  });
+}
+
+/** spec §5.4: every attempt was used by holders that died; fail without running the code again. */
+function failDeadHolder(
+  c: SqliteCore,
+  id: TaskId,
+  attempts: number,
+  holder: string | null,
+  now: number,
+): void {
+  const error: StoredError = {
+    name: "AttemptsExhausted",
+    message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
+  };
+  const row = c
+    .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'failed', error = :error, ended_at = :now,
+        lease_until = NULL, locked_by = NULL, updated_at = :now
+      WHERE id = :id AND status = 'running' AND lease_until <= :now RETURNING queue, dependents`)
+    .get({
+      id,
+      now,
+      error: JSON.stringify(error),
+    }) as { queue: string; dependents: number } | undefined;
+  if (!row) return;
+  c.event(id, now, "failed", attempts, { error });
+  c.bumpLive(row.queue, -1);
+  if (row.dependents > 0) c.cascade(id, now);
+}
+
+export function listReady(c: SqliteCore, queue: string, limit: number): TaskRecord[] {
+  return c.read(() => (c.s(LIST_READY).all({ now: c.now(), queue, limit }) as TaskRow[]).map(toRecord));
+}

@@ -1,0 +1,156 @@
+/**
+ * Shared machinery of the SQLite store: the statement cache, transaction and
+ * read wrappers, the clock, and the writes several operation families share
+ * (events, live counters, fence refusals, dependents and cascades).
+ * Members are module-internal: only the store's operation modules use them.
+ */
+import type Database from "better-sqlite3";
+import { planUpstreamFailure } from "../../core/cascade.js";
+import type { Clock } from "../../core/clock.js";
+import type { StoredError } from "../../core/json.js";
+import type { Outcome } from "../../core/model.js";
+import { AbortedError, LeaseLostError, RatchetError, StoreError } from "../../errors.js";
+import type { EventKind, Fence, SettleResult, TaskId, TaskRecord } from "../store.js";
+
+export type Db = Database.Database;
+export type Stmt = Database.Statement;
+
+export class SqliteCore {
+  readonly db: Db;
+  readonly clock: Clock;
+  readonly stmts: Map<string, Stmt> = new Map();
+  closed = false;
+  /** Round-robin cursor over the claimed queues. */
+  rr = 0;
+
+  constructor(db: Db, clock: Clock) {
+    this.db = db;
+    this.clock = clock;
+  }
+
+  /** Prepared statements are cached by their text. */
+  s(sql: string): Stmt {
+    let st = this.stmts.get(sql);
+    if (!st) {
+      st = this.db.prepare(sql);
+      this.stmts.set(sql, st);
+    }
+    return st;
+  }
+
+  /** Runs fn in BEGIN IMMEDIATE; wraps driver errors (principle: no raw errors reach callers). */
+  tx<T>(fn: () => T): T {
+    if (this.closed) throw new StoreError("the store is closed");
+    try {
+      return this.db.transaction(fn).immediate();
+    } catch (err) {
+      if (err instanceof RatchetError) throw err;
+      throw new StoreError(`SQLite: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  read<T>(fn: () => T): T {
+    if (this.closed) throw new StoreError("the store is closed");
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof RatchetError) throw err;
+      throw new StoreError(`SQLite: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  now(): number {
+    return this.clock.now();
+  }
+
+  event(taskId: TaskId, at: number, kind: EventKind, attempt: number | null, detail: unknown): void {
+    this.s("INSERT INTO ratchet_events (task_id, at, kind, attempt, detail) VALUES (?, ?, ?, ?, ?)").run(
+      taskId,
+      at,
+      kind,
+      attempt,
+      detail === null || detail === undefined ? null : JSON.stringify(detail),
+    );
+  }
+
+  queueLive(queue: string): number {
+    const row = this.s("SELECT live FROM ratchet_queues WHERE name = ?").get(queue) as
+      | { live: number }
+      | undefined;
+    return row?.live ?? 0;
+  }
+
+  bumpLive(queue: string, n: number): void {
+    if (n === 0) return;
+    this.s(
+      "INSERT INTO ratchet_queues (name, live) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET live = live + excluded.live",
+    ).run(queue, n);
+  }
+
+  /** Throws the reason a fenced write matched no row. */
+  refused(fence: Fence): never {
+    const row = this.s("SELECT status, epoch, abort_requested FROM ratchet_tasks WHERE id = ?").get(
+      fence.taskId,
+    ) as { status: string; epoch: number; abort_requested: number } | undefined;
+    if (row && row.status === "running" && row.epoch === fence.token && row.abort_requested === 1)
+      throw new AbortedError(fence.taskId);
+    throw new LeaseLostError(fence.taskId, fence.token);
+  }
+
+  why(fence: Fence): SettleResult {
+    try {
+      this.refused(fence);
+    } catch (e) {
+      return e instanceof AbortedError ? "abort_marked" : "lease_lost";
+    }
+  }
+
+  /** spec §6.2: a completed predecessor lowers each dependent's count; at zero it becomes due (or waits for its runAfter). */
+  releaseDependents(id: TaskId, now: number): void {
+    this.s(`UPDATE ratchet_tasks SET needs_pending = needs_pending - 1, updated_at = :now
+      WHERE id IN (SELECT task_id FROM ratchet_deps WHERE needs_id = :id) AND status = 'waiting' AND needs_pending > 0`).run(
+      { id, now },
+    );
+    this.s(`UPDATE ratchet_tasks SET status = CASE WHEN run_after <= :now THEN 'pending' ELSE 'waiting' END,
+        wake_at = CASE WHEN run_after <= :now THEN NULL ELSE run_after END
+      WHERE id IN (SELECT task_id FROM ratchet_deps WHERE needs_id = :id) AND status = 'waiting' AND needs_pending = 0 AND wake_at IS NULL`).run(
+      { id, now },
+    );
+  }
+
+  /** Reads the transitive dependents of `root` with their needs (for core cascade plans). */
+  dependentsOf(root: TaskId) {
+    const rows = this.s(`WITH RECURSIVE d(id) AS (
+        SELECT task_id FROM ratchet_deps WHERE needs_id = :root
+        UNION SELECT dep.task_id FROM ratchet_deps dep JOIN d ON dep.needs_id = d.id)
+      SELECT t.id, t.status, t.outcome, t.queue,
+        (SELECT json_group_array(needs_id) FROM ratchet_deps WHERE task_id = t.id) AS needs
+      FROM ratchet_tasks t WHERE t.id IN (SELECT id FROM d)`).all({ root }) as {
+      id: number;
+      status: TaskRecord["status"];
+      outcome: Outcome | null;
+      queue: string;
+      needs: string;
+    }[];
+    return rows.map((r) => ({ ...r, needs: JSON.parse(r.needs) as number[] }));
+  }
+
+  /** spec §6.1: every live transitive dependent becomes upstream_failed, no depth limit. */
+  cascade(root: TaskId, now: number): void {
+    const nodes = this.dependentsOf(root);
+    const ids = planUpstreamFailure(root, nodes);
+    const queueOf = new Map(nodes.map((n) => [n.id, n.queue]));
+    const error = upstreamError(root);
+    const upd =
+      this.s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'upstream_failed', error = :error,
+      wake_at = NULL, ended_at = :now, updated_at = :now WHERE id = :id AND status = 'waiting'`);
+    for (const id of ids) {
+      if (upd.run({ id, error, now }).changes === 1) this.bumpLive(queueOf.get(id)!, -1);
+    }
+  }
+}
+
+export function upstreamError(root: TaskId): string {
+  const e: StoredError = { name: "UpstreamFailed", message: `upstream task ${root} failed`, upstream: root };
+  return JSON.stringify(e);
+}

@@ -1,0 +1,121 @@
+/** Enqueue for the SQLite store: dedupe, predecessor resolution and admission. spec §2.2–§2.8. */
+import type Database from "better-sqlite3";
+import { fromJson, type StoredError } from "../../core/json.js";
+import type { Outcome } from "../../core/model.js";
+import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
+import type { Enqueued, EnqueueOptions, NeedRef, NewTask, TaskRecord } from "../store.js";
+import { type SqliteCore, upstreamError } from "./core.js";
+
+/** spec §2.2–§2.8. The whole batch is one transaction; any throw rolls it back. */
+export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueOptions): Enqueued[] {
+  return c.tx(() => {
+    const now = c.now();
+    const out: Enqueued[] = [];
+    const added = new Map<string, number>();
+    const findDedupe = c.s(
+      "SELECT id, status FROM ratchet_tasks WHERE queue = ? AND dedupe_key = ? AND (status <> 'terminal' OR outcome = 'completed')",
+    );
+    const getDep = c.s("SELECT id, status, outcome, error FROM ratchet_tasks WHERE id = ?");
+    const insert = c.s(`INSERT INTO ratchet_tasks
+        (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, max_attempts, run_after, wake_at,
+         needs_pending, dedupe_key, job, created_at, updated_at, ended_at)
+        VALUES (:queue, :name, :version, :input, :status, :outcome, :error, :priority, :order_key, :max_ms, :max_attempts, :run_after,
+         :wake_at, :needs_pending, :dedupe, :job, :now, :now, :ended_at)`);
+    const addDep = c.s("INSERT OR IGNORE INTO ratchet_deps (needs_id, task_id) VALUES (?, ?)");
+    const bumpDependents = c.s("UPDATE ratchet_tasks SET dependents = dependents + 1 WHERE id = ?");
+    for (const t of batch) {
+      if (t.dedupe !== null) {
+        const hit = findDedupe.get(t.queue, t.dedupe) as
+          | { id: number; status: TaskRecord["status"] }
+          | undefined;
+        if (hit) {
+          out.push({ id: hit.id, deduped: true, status: hit.status });
+          continue;
+        }
+      }
+      const needIds = resolveNeeds(t.needs, out, findDedupe);
+      const { pending, upstream } = needsState(needIds, getDep);
+      const runAfter = now + Math.max(0, t.delayMs);
+      const status = upstream !== null ? "terminal" : pending > 0 || runAfter > now ? "waiting" : "pending";
+      const info = insert.run({
+        queue: t.queue,
+        name: t.name,
+        version: t.version,
+        input: t.input,
+        status,
+        outcome: upstream !== null ? "upstream_failed" : null,
+        error: upstream !== null ? upstreamError(upstream) : null,
+        priority: t.priority,
+        order_key: now - t.priority * 360_000,
+        max_ms: t.maxMs,
+        max_attempts: t.maxAttempts,
+        run_after: runAfter,
+        wake_at: status === "waiting" && pending === 0 ? runAfter : null,
+        needs_pending: pending,
+        dedupe: t.dedupe,
+        job: t.job,
+        now,
+        ended_at: upstream !== null ? now : null,
+      });
+      const id = Number(info.lastInsertRowid);
+      for (const n of needIds) {
+        addDep.run(n, id);
+        bumpDependents.run(n);
+      }
+      if (status !== "terminal") added.set(t.queue, (added.get(t.queue) ?? 0) + 1);
+      out.push({ id, deduped: false, status });
+    }
+    for (const [queue, n] of added) {
+      const depth = c.queueLive(queue);
+      const max = opts.maxDepth(queue);
+      if (depth + n > max) throw new QueueFullError(queue, depth, max, n);
+      c.bumpLive(queue, n);
+    }
+    return out;
+  });
+}
+
+/** Resolve predecessors (spec §2.5) to distinct task ids, in order. */
+function resolveNeeds(needs: readonly NeedRef[], out: readonly Enqueued[], findDedupe: Database.Statement) {
+  const needIds: number[] = [];
+  for (const ref of needs) {
+    let id: number | undefined;
+    if ("id" in ref) id = ref.id;
+    else if ("index" in ref) id = out[ref.index]?.id;
+    else {
+      const hit = findDedupe.get(ref.queue, ref.dedupe) as { id: number } | undefined;
+      if (!hit) {
+        throw new ValidationError(
+          `needs "${ref.dedupe}" is neither a key of this batch nor the dedupe key of a live or completed task in queue "${ref.queue}"`,
+        );
+      }
+      id = hit.id;
+    }
+    if (id === undefined) {
+      throw new InvalidStateError(
+        "needs refers to a later entry of the batch; order the batch so predecessors come first",
+      );
+    }
+    if (!needIds.includes(id)) needIds.push(id);
+  }
+  return needIds;
+}
+
+/** Counts the live predecessors and finds the first failed one (the upstream root to report). */
+function needsState(needIds: readonly number[], getDep: Database.Statement) {
+  let pending = 0;
+  let upstream: number | null = null;
+  for (const id of needIds) {
+    const dep = getDep.get(id) as
+      | { id: number; status: string; outcome: Outcome | null; error: string | null }
+      | undefined;
+    if (!dep) throw new NotFoundError(`task ${id} (named in needs)`);
+    if (dep.status !== "terminal") pending++;
+    else if (dep.outcome !== "completed" && upstream === null) {
+      // An upstream_failed need carries its root forward, so the error always names the task that failed (spec §2.5).
+      upstream =
+        dep.outcome === "upstream_failed" ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id) : id;
+    }
+  }
+  return { pending, upstream };
+}

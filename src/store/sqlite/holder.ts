@@ -1,0 +1,155 @@
+/** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
+import { fromJson } from "../../core/json.js";
+import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import type { SqliteCore } from "./core.js";
+import { FENCE } from "./sql.js";
+
+export function loadSteps(c: SqliteCore, taskId: TaskId): Map<string, unknown> {
+  return c.read(() => {
+    const rows = c.s("SELECT name, result FROM ratchet_steps WHERE task_id = ?").all(taskId) as {
+      name: string;
+      result: string;
+    }[];
+    return new Map(rows.map((r) => [r.name, fromJson(r.result)]));
+  });
+}
+
+/** spec §4.2: per item, the fenced touch and the insert; one transaction for all. */
+export function commitSteps(c: SqliteCore, items: readonly StepWrite[]): SettleResult[] {
+  if (items.length === 0) return [];
+  return c.tx(() => {
+    const now = c.now();
+    const touch = c.s(
+      `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING attempts`,
+    );
+    // OR IGNORE: repeating a commit whose acknowledgement was lost changes nothing.
+    const insert = c.s(
+      "INSERT OR IGNORE INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
+    );
+    return items.map((w) => {
+      const row = touch.get({ id: w.fence.taskId, token: w.fence.token, now }) as
+        | { attempts: number }
+        | undefined;
+      if (!row) return c.why(w.fence);
+      insert.run(w.fence.taskId, w.name, w.result, row.attempts, now);
+      return "ok";
+    });
+  });
+}
+
+export function heartbeat(c: SqliteCore, fence: Fence, maxMs: number, leaseGraceMs: number): void {
+  c.tx(() => {
+    const now = c.now();
+    const r = c
+      .s(
+        `UPDATE ratchet_tasks SET lease_until = :now + :ms, updated_at = :now WHERE ${FENCE} AND abort_requested = 0`,
+      )
+      .run({ id: fence.taskId, token: fence.token, now, ms: maxMs + leaseGraceMs });
+    if (r.changes !== 1) c.refused(fence);
+  });
+}
+
+export function progress(c: SqliteCore, fence: Fence, fraction: number, note: string | null): void {
+  c.tx(() => {
+    const now = c.now();
+    const r = c
+      .s(
+        `UPDATE ratchet_tasks SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = 0`,
+      )
+      .run({ id: fence.taskId, token: fence.token, now, p: fraction, note });
+    if (r.changes !== 1) c.refused(fence);
+  });
+}
+
+/** Applies settlements, each fenced on its own, in one transaction (one commit for a whole batch of completions). */
+export function settle(c: SqliteCore, items: readonly Settlement[]): SettleResult[] {
+  if (items.length === 0) return [];
+  return c.tx(() => {
+    const now = c.now();
+    const deltas = new Map<string, number>();
+    const out = items.map((s) => settleOne(c, s, now, deltas));
+    // One counter write per queue per batch, not per task.
+    for (const [queue, n] of deltas) c.bumpLive(queue, n);
+    return out;
+  });
+}
+
+function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string, number>): SettleResult {
+  const p = { id: s.fence.taskId, token: s.fence.token, now };
+  const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
+  const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
+  let row: { queue: string; dependents: number; attempts: number } | undefined;
+  switch (s.kind) {
+    case "complete":
+      row = c
+        .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = :result, ended_at = :now, ${end}
+          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+        .get({
+          ...p,
+          result: s.result,
+        }) as typeof row;
+      break;
+    case "retry":
+      row = c
+        .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, error = :error, ${end}
+          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+        .get({
+          ...p,
+          delay: s.delayMs,
+          error: JSON.stringify(s.error),
+        }) as typeof row;
+      if (row)
+        c.event(s.fence.taskId, now, "attempt_failed", row.attempts, {
+          error: s.error,
+          retryAt: now + s.delayMs,
+        });
+      return row ? "ok" : c.why(s.fence);
+    case "sleep":
+      row = c
+        .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, attempts = attempts - 1, ${end}
+          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+        .get({
+          ...p,
+          delay: s.delayMs,
+        }) as typeof row;
+      if (row) {
+        c.s(
+          "INSERT OR IGNORE INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
+        ).run(s.fence.taskId, s.step, JSON.stringify({ until: now + s.delayMs }), row.attempts, now);
+      }
+      return row ? "ok" : c.why(s.fence);
+    case "release":
+      // The attempt is given back: a graceful release is not a failure (spec §8.2). The epoch is not, so the old holder stays fenced.
+      row = c
+        .s(`UPDATE ratchet_tasks SET status = 'pending', attempts = attempts - 1, ${end}
+          WHERE ${FENCE} RETURNING queue, dependents, attempts`)
+        .get(p) as typeof row;
+      if (row) c.event(s.fence.taskId, now, "released", row.attempts + 1, null);
+      return row ? "ok" : c.why(s.fence);
+    case "fail":
+    case "aborted": {
+      const outcome = s.kind === "fail" ? s.outcome : "aborted";
+      row = c
+        .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = :outcome, error = :error, ended_at = :now, ${end}
+          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+        .get({
+          ...p,
+          outcome,
+          error: s.error ? JSON.stringify(s.error) : null,
+        }) as typeof row;
+      if (row)
+        c.event(s.fence.taskId, now, outcome === "aborted" ? "aborted" : outcome, row.attempts, {
+          error: s.error,
+        });
+      break;
+    }
+  }
+  if (!row) return c.why(s.fence);
+  // Terminal from here on.
+  deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
+  if (row.dependents > 0) {
+    if (s.kind === "complete") c.releaseDependents(s.fence.taskId, now);
+    else c.cascade(s.fence.taskId, now);
+  }
+  return "ok";
+}
