@@ -1,6 +1,14 @@
 import { fromJson, type StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
-import type { TaskRecord } from "./store.js";
+import type {
+  EventKind,
+  JobStatus,
+  ListFilter,
+  QueueStats,
+  StepRecord,
+  TaskEvent,
+  TaskRecord,
+} from "./store.js";
 
 /** A row of ratchet_tasks as the drivers return it (both backends use the same column names). */
 export interface TaskRow {
@@ -68,4 +76,93 @@ export function toRecord(r: TaskRow): TaskRecord {
     claimedAt: r.claimed_at,
     endedAt: r.ended_at,
   };
+}
+
+/** A row of ratchet_steps. */
+export interface StepRow {
+  task_id: number;
+  name: string;
+  result: string;
+  attempt: number;
+  created_at: number;
+}
+
+export function toStep(r: StepRow): StepRecord {
+  return {
+    taskId: r.task_id,
+    name: r.name,
+    result: fromJson(r.result),
+    attempt: r.attempt,
+    createdAt: r.created_at,
+  };
+}
+
+/** A row of ratchet_events. */
+export interface EventRow {
+  task_id: number;
+  at: number;
+  kind: EventKind;
+  attempt: number | null;
+  detail: string | null;
+}
+
+export function toEvent(r: EventRow): TaskEvent {
+  return { taskId: r.task_id, at: r.at, kind: r.kind, attempt: r.attempt, detail: fromJson(r.detail) };
+}
+
+/**
+ * The WHERE clause and named parameters of `list` (spec §9.1), shared by both
+ * backends (both bind `:name` parameters). Column names are fixed here; only
+ * values are bound, never spliced.
+ */
+export function listQuery(table: string, f: ListFilter): { sql: string; params: Record<string, unknown> } {
+  const where: string[] = [];
+  const params: Record<string, unknown> = { limit: f.limit };
+  const filters = { status: f.status, outcome: f.outcome, queue: f.queue, job: f.job, name: f.name } as const;
+  for (const [col, value] of Object.entries(filters)) {
+    if (value === undefined) continue;
+    where.push(`${col} = :${col}`);
+    params[col] = value;
+  }
+  if (f.before !== undefined) {
+    where.push("id < :before");
+    params.before = f.before;
+  }
+  const clause = where.length ? `WHERE ${where.join(" AND ")}` : "";
+  return { sql: `SELECT * FROM ${table} ${clause} ORDER BY id DESC LIMIT :limit`, params };
+}
+
+export interface CountRow {
+  queue?: string;
+  status: Status;
+  outcome: Outcome | null;
+  n: number;
+}
+
+/** spec §9.1: counts per status and outcome; settled when no task is live. */
+export function toJobStatus(job: string, rows: readonly CountRow[]): JobStatus {
+  const out: JobStatus = { job, total: 0, byStatus: {}, byOutcome: {}, settled: true };
+  for (const r of rows) {
+    out.total += r.n;
+    out.byStatus[r.status] = (out.byStatus[r.status] ?? 0) + r.n;
+    if (r.outcome) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.n;
+    if (r.status !== "terminal") out.settled = false;
+  }
+  return out;
+}
+
+/** spec §9.2: counts per queue, status and outcome (rows ordered by queue). */
+export function toQueueStats(rows: readonly CountRow[]): QueueStats[] {
+  const byQueue = new Map<string, QueueStats>();
+  for (const r of rows) {
+    const name = r.queue ?? "";
+    let q = byQueue.get(name);
+    if (!q) {
+      q = { queue: name, byStatus: {}, byOutcome: {} };
+      byQueue.set(name, q);
+    }
+    q.byStatus[r.status] = (q.byStatus[r.status] ?? 0) + r.n;
+    if (r.outcome) q.byOutcome[r.outcome] = (q.byOutcome[r.outcome] ?? 0) + r.n;
+  }
+  return [...byQueue.values()];
 }

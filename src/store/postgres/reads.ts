@@ -1,9 +1,18 @@
 /** Reads (spec §9): records, steps, events, lists, job status, stats, next run time. */
 import { fromJson } from "../../core/json.js";
-import type { Outcome } from "../../core/model.js";
-import { type TaskRow, toRecord } from "../rows.js";
+import {
+  type CountRow,
+  type EventRow,
+  listQuery,
+  type StepRow,
+  type TaskRow,
+  toEvent,
+  toJobStatus,
+  toQueueStats,
+  toRecord,
+  toStep,
+} from "../rows.js";
 import type {
-  EventKind,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -48,110 +57,46 @@ export async function needsOf(core: PgCore, id: TaskId): Promise<TaskId[]> {
 export async function steps(core: PgCore, id: TaskId): Promise<StepRecord[]> {
   return core.read(async (c) =>
     (
-      await core.run<{
-        task_id: number;
-        name: string;
-        result: string;
-        attempt: number;
-        created_at: number;
-      }>(c, "SELECT * FROM {s}.ratchet_steps WHERE task_id = :id ORDER BY id", { id })
-    ).map((r) => ({
-      taskId: r.task_id,
-      name: r.name,
-      result: fromJson(r.result),
-      attempt: r.attempt,
-      createdAt: r.created_at,
-    })),
+      await core.run<StepRow>(c, "SELECT * FROM {s}.ratchet_steps WHERE task_id = :id ORDER BY id", { id })
+    ).map(toStep),
   );
 }
 
 export async function events(core: PgCore, id: TaskId): Promise<TaskEvent[]> {
   return core.read(async (c) =>
     (
-      await core.run<{
-        task_id: number;
-        at: number;
-        kind: EventKind;
-        attempt: number | null;
-        detail: string | null;
-      }>(c, "SELECT * FROM {s}.ratchet_events WHERE task_id = :id ORDER BY id", { id })
-    ).map((r) => ({
-      taskId: r.task_id,
-      at: r.at,
-      kind: r.kind,
-      attempt: r.attempt,
-      detail: fromJson(r.detail),
-    })),
+      await core.run<EventRow>(c, "SELECT * FROM {s}.ratchet_events WHERE task_id = :id ORDER BY id", { id })
+    ).map(toEvent),
   );
 }
 
 export async function list(core: PgCore, f: ListFilter): Promise<TaskRecord[]> {
-  return core.read(async (c) => {
-    const where: string[] = [];
-    const p: Record<string, unknown> = { limit: f.limit };
-    // Column names are fixed here; only values are bound.
-    const filters = {
-      status: f.status,
-      outcome: f.outcome,
-      queue: f.queue,
-      job: f.job,
-      name: f.name,
-    } as const;
-    for (const [col, value] of Object.entries(filters)) {
-      if (value === undefined) continue;
-      where.push(`${col} = :${col}`);
-      p[col] = value;
-    }
-    if (f.before !== undefined) {
-      where.push("id < :before");
-      p.before = f.before;
-    }
-    const sql = `SELECT * FROM ${T} ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT :limit`;
-    return (await core.run<TaskRow>(c, sql, p)).map(toRecord);
-  });
+  const q = listQuery(T, f);
+  return core.read(async (c) => (await core.run<TaskRow>(c, q.sql, q.params)).map(toRecord));
 }
 
 export async function jobStatus(core: PgCore, job: string): Promise<JobStatus> {
-  return core.read(async (c) => {
-    const rows = await core.run<{ status: TaskRecord["status"]; outcome: Outcome | null; n: number }>(
-      c,
-      `SELECT status, outcome, count(*)::bigint AS n FROM ${T} WHERE job = :job GROUP BY status, outcome`,
-      { job },
-    );
-    const out: JobStatus = { job, total: 0, byStatus: {}, byOutcome: {}, settled: true };
-    for (const r of rows) {
-      out.total += r.n;
-      out.byStatus[r.status] = (out.byStatus[r.status] ?? 0) + r.n;
-      if (r.outcome) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.n;
-      if (r.status !== "terminal") out.settled = false;
-    }
-    return out;
-  });
+  return core.read(async (c) =>
+    toJobStatus(
+      job,
+      await core.run<CountRow>(
+        c,
+        `SELECT status, outcome, count(*)::bigint AS n FROM ${T} WHERE job = :job GROUP BY status, outcome`,
+        { job },
+      ),
+    ),
+  );
 }
 
 export async function stats(core: PgCore): Promise<QueueStats[]> {
-  return core.read(async (c) => {
-    const rows = await core.run<{
-      queue: string;
-      status: TaskRecord["status"];
-      outcome: Outcome | null;
-      n: number;
-    }>(
-      c,
-      `SELECT queue, status, outcome, count(*)::bigint AS n FROM ${T} GROUP BY queue, status, outcome ORDER BY queue`,
-    );
-    const byQueue = new Map<string, QueueStats>();
-    for (const r of rows) {
-      let q = byQueue.get(r.queue);
-      if (!q) {
-        q = { queue: r.queue, byStatus: {}, byOutcome: {} };
-        byQueue.set(r.queue, q);
-      }
-      q.byStatus[r.status] = (q.byStatus[r.status] ?? 0) + r.n;
-      if (r.outcome) q.byOutcome[r.outcome] = (q.byOutcome[r.outcome] ?? 0) + r.n;
-    }
-    return [...byQueue.values()];
-  });
+  return core.read(async (c) =>
+    toQueueStats(
+      await core.run<CountRow>(
+        c,
+        `SELECT queue, status, outcome, count(*)::bigint AS n FROM ${T} GROUP BY queue, status, outcome ORDER BY queue`,
+      ),
+    ),
+  );
 }
 
 export async function nextRunAt(core: PgCore): Promise<number | null> {

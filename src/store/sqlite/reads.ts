@@ -1,9 +1,16 @@
-/** Read-only queries of the SQLite store: tasks, steps, events, listings and counts. */
-import { fromJson } from "../../core/json.js";
-import type { Outcome } from "../../core/model.js";
-import { type TaskRow, toRecord } from "../rows.js";
+import {
+  type CountRow,
+  type EventRow,
+  listQuery,
+  type StepRow,
+  type TaskRow,
+  toEvent,
+  toJobStatus,
+  toQueueStats,
+  toRecord,
+  toStep,
+} from "../rows.js";
 import type {
-  EventKind,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -33,114 +40,42 @@ export function needsOf(c: SqliteCore, id: TaskId): TaskId[] {
 
 export function steps(c: SqliteCore, id: TaskId): StepRecord[] {
   return c.read(() =>
-    (
-      c.s("SELECT * FROM ratchet_steps WHERE task_id = ? ORDER BY id").all(id) as {
-        task_id: number;
-        name: string;
-        result: string;
-        attempt: number;
-        created_at: number;
-      }[]
-    ).map((r) => ({
-      taskId: r.task_id,
-      name: r.name,
-      result: fromJson(r.result),
-      attempt: r.attempt,
-      createdAt: r.created_at,
-    })),
+    (c.s("SELECT * FROM ratchet_steps WHERE task_id = ? ORDER BY id").all(id) as StepRow[]).map(toStep),
   );
 }
 
 export function events(c: SqliteCore, id: TaskId): TaskEvent[] {
   return c.read(() =>
-    (
-      c.s("SELECT * FROM ratchet_events WHERE task_id = ? ORDER BY id").all(id) as {
-        task_id: number;
-        at: number;
-        kind: EventKind;
-        attempt: number | null;
-        detail: string | null;
-      }[]
-    ).map((r) => ({
-      taskId: r.task_id,
-      at: r.at,
-      kind: r.kind,
-      attempt: r.attempt,
-      detail: fromJson(r.detail),
-    })),
+    (c.s("SELECT * FROM ratchet_events WHERE task_id = ? ORDER BY id").all(id) as EventRow[]).map(toEvent),
   );
 }
 
 export function list(c: SqliteCore, f: ListFilter): TaskRecord[] {
-  return c.read(() => {
-    const where: string[] = [];
-    const p: Record<string, unknown> = { limit: f.limit };
-    // Column names are fixed here; only values are bound.
-    const filters = {
-      status: f.status,
-      outcome: f.outcome,
-      queue: f.queue,
-      job: f.job,
-      name: f.name,
-    } as const;
-    for (const [col, value] of Object.entries(filters)) {
-      if (value === undefined) continue;
-      where.push(`${col} = :${col}`);
-      p[col] = value;
-    }
-    if (f.before !== undefined) {
-      where.push("id < :before");
-      p.before = f.before;
-    }
-    const sql = `SELECT * FROM ratchet_tasks ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT :limit`;
-    return (c.s(sql).all(p) as TaskRow[]).map(toRecord);
-  });
+  const q = listQuery("ratchet_tasks", f);
+  return c.read(() => (c.s(q.sql).all(q.params) as TaskRow[]).map(toRecord));
 }
 
 export function jobStatus(c: SqliteCore, job: string): JobStatus {
-  return c.read(() => {
-    const rows = c
-      .s("SELECT status, outcome, count(*) AS n FROM ratchet_tasks WHERE job = ? GROUP BY status, outcome")
-      .all(job) as {
-      status: TaskRecord["status"];
-      outcome: Outcome | null;
-      n: number;
-    }[];
-    const out: JobStatus = { job, total: 0, byStatus: {}, byOutcome: {}, settled: true };
-    for (const r of rows) {
-      out.total += r.n;
-      out.byStatus[r.status] = (out.byStatus[r.status] ?? 0) + r.n;
-      if (r.outcome) out.byOutcome[r.outcome] = (out.byOutcome[r.outcome] ?? 0) + r.n;
-      if (r.status !== "terminal") out.settled = false;
-    }
-    return out;
-  });
+  return c.read(() =>
+    toJobStatus(
+      job,
+      c
+        .s("SELECT status, outcome, count(*) AS n FROM ratchet_tasks WHERE job = ? GROUP BY status, outcome")
+        .all(job) as CountRow[],
+    ),
+  );
 }
 
 export function stats(c: SqliteCore): QueueStats[] {
-  return c.read(() => {
-    const rows = c
-      .s(
-        "SELECT queue, status, outcome, count(*) AS n FROM ratchet_tasks GROUP BY queue, status, outcome ORDER BY queue",
-      )
-      .all() as {
-      queue: string;
-      status: TaskRecord["status"];
-      outcome: Outcome | null;
-      n: number;
-    }[];
-    const byQueue = new Map<string, QueueStats>();
-    for (const r of rows) {
-      let q = byQueue.get(r.queue);
-      if (!q) {
-        q = { queue: r.queue, byStatus: {}, byOutcome: {} };
-        byQueue.set(r.queue, q);
-      }
-      q.byStatus[r.status] = (q.byStatus[r.status] ?? 0) + r.n;
-      if (r.outcome) q.byOutcome[r.outcome] = (q.byOutcome[r.outcome] ?? 0) + r.n;
-    }
-    return [...byQueue.values()];
-  });
+  return c.read(() =>
+    toQueueStats(
+      c
+        .s(
+          "SELECT queue, status, outcome, count(*) AS n FROM ratchet_tasks GROUP BY queue, status, outcome ORDER BY queue",
+        )
+        .all() as CountRow[],
+    ),
+  );
 }
 
 /** spec §9.3: pending work is due now; otherwise the earliest timer or lease expiry. */
