@@ -28,20 +28,23 @@ export interface WorkerArgs {
   blockStepTwo?: boolean;
 }
 
-export class WorkerProcess {
+/**
+ * A worker fixture process (test/fixtures/worker.ts) spoken to over stdio: one
+ * JSON message per stdout line, "go"/"stop" on stdin. Shared by the SQLite and
+ * PostgreSQL process tests, which differ only in the arguments they pass.
+ */
+export class FixtureProcess {
   readonly child: ChildProcessWithoutNullStreams;
   readonly messages: WorkerMessage[] = [];
   stderr = "";
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   #listeners = new Set<() => void>();
 
-  constructor(args: WorkerArgs) {
-    const argv = ["--import", "tsx", WORKER, "--db", args.db, "--ledger", args.ledger];
-    if (args.concurrency !== undefined) argv.push("--concurrency", String(args.concurrency));
-    if (args.graceMs !== undefined) argv.push("--grace", String(args.graceMs));
-    if (args.pollMs !== undefined) argv.push("--poll", String(args.pollMs));
-    if (args.blockStepTwo) argv.push("--block-step-two");
-    this.child = spawn(process.execPath, argv, { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
+  constructor(args: readonly string[]) {
+    this.child = spawn(process.execPath, ["--import", "tsx", WORKER, ...args], {
+      cwd: ROOT,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     createInterface({ input: this.child.stdout }).on("line", (line) => {
       try {
         this.messages.push(JSON.parse(line) as WorkerMessage);
@@ -54,6 +57,7 @@ export class WorkerProcess {
     this.child.stderr.on("data", (d: string) => {
       this.stderr += d;
     });
+    this.child.stdin.on("error", () => {});
     this.exited = new Promise((res) => {
       this.child.on("exit", (code, signal) => {
         res({ code, signal });
@@ -70,23 +74,39 @@ export class WorkerProcess {
     return this.child.exitCode === null && this.child.signalCode === null;
   }
 
+  /** The workerId the fixture reported in its "ready" message. */
+  get workerId(): string {
+    const m = this.messages.find((x) => x.type === "ready");
+    if (!m) throw new Error(`worker ${this.pid} is not ready yet`);
+    return String(m.workerId);
+  }
+
   #notify(): void {
     for (const l of [...this.#listeners]) l();
   }
 
-  /** Resolves with the first message of this type (already received or later); rejects if the child exits first or on timeout. */
-  waitFor(type: string, timeoutMs = 20_000): Promise<WorkerMessage> {
+  /**
+   * Resolves with the index of the first message at or after `from` that matches;
+   * rejects if the child exits first or after timeoutMs.
+   */
+  waitForIndex(
+    what: string,
+    match: (m: WorkerMessage) => boolean,
+    opts: { from?: number; timeoutMs?: number } = {},
+  ): Promise<number> {
+    const from = opts.from ?? 0;
+    const timeoutMs = opts.timeoutMs ?? 20_000;
     return new Promise((res, rej) => {
       const check = () => {
-        const m = this.messages.find((x) => x.type === type);
-        if (m) return done(() => res(m));
+        const i = this.messages.findIndex((m, k) => k >= from && match(m));
+        if (i >= 0) return done(() => res(i));
         if (!this.alive)
           return done(() =>
-            rej(new Error(`worker ${this.pid} exited before "${type}"; stderr:\n${this.stderr}`)),
+            rej(new Error(`worker ${this.pid} exited before ${what}; stderr:\n${this.stderr}`)),
           );
       };
       const timer = setTimeout(
-        () => done(() => rej(new Error(`no "${type}" from worker ${this.pid}; stderr:\n${this.stderr}`))),
+        () => done(() => rej(new Error(`no ${what} from worker ${this.pid}; stderr:\n${this.stderr}`))),
         timeoutMs,
       );
       const done = (f: () => void) => {
@@ -99,12 +119,18 @@ export class WorkerProcess {
     });
   }
 
+  /** Resolves with the first message of this type (already received or later). */
+  async waitFor(type: string, timeoutMs = 20_000): Promise<WorkerMessage> {
+    const i = await this.waitForIndex(`"${type}"`, (m) => m.type === type, { timeoutMs });
+    return this.messages[i]!;
+  }
+
   send(cmd: "go" | "stop"): void {
     this.child.stdin.write(`${cmd}\n`);
   }
 
   /** Graceful stop; resolves with the exit code. */
-  async stop(timeoutMs = 20_000): Promise<number | null> {
+  async stop(timeoutMs = 30_000): Promise<number | null> {
     this.send("stop");
     await this.waitFor("closed", timeoutMs);
     return (await this.exited).code;
@@ -112,6 +138,18 @@ export class WorkerProcess {
 
   kill(signal: NodeJS.Signals = "SIGKILL"): void {
     if (this.alive) this.child.kill(signal);
+  }
+}
+
+/** A worker on a SQLite file. */
+export class WorkerProcess extends FixtureProcess {
+  constructor(args: WorkerArgs) {
+    const argv = ["--db", args.db, "--ledger", args.ledger];
+    if (args.concurrency !== undefined) argv.push("--concurrency", String(args.concurrency));
+    if (args.graceMs !== undefined) argv.push("--grace", String(args.graceMs));
+    if (args.pollMs !== undefined) argv.push("--poll", String(args.pollMs));
+    if (args.blockStepTwo) argv.push("--block-step-two");
+    super(argv);
   }
 }
 

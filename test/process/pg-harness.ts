@@ -6,30 +6,25 @@
  *
  * Availability policy, schema names and DROP SCHEMA come from test/pg-available.ts.
  */
-import { type ChildProcessWithoutNullStreams, execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { Ratchet, silentLogger } from "../../src/index.js";
 import { makePgTasks, PG_TASK } from "../fixtures/pg-tasks.js";
 import { dropSchemas, newSchemaName, PG_URL } from "../pg-available.js";
-import { waitUntil } from "./harness.js";
+import { FixtureProcess, waitUntil } from "./harness.js";
 
 export { PG_URL, pgGate } from "../pg-available.js";
 export { ledgerLines, waitUntil } from "./harness.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const WORKER = join(ROOT, "test/fixtures/worker.ts");
+const _WORKER = join(ROOT, "test/fixtures/worker.ts");
 
-export interface PgMessage {
-  type: string;
-  pid: number;
-  [k: string]: unknown;
-}
+export type { WorkerMessage as PgMessage } from "./harness.js";
 
 export interface PgWorkerArgs {
   schema: string;
@@ -53,18 +48,12 @@ export function urlWithAppName(appName: string): string {
   return u.toString();
 }
 
-export class PgWorker {
-  readonly child: ChildProcessWithoutNullStreams;
+/** A worker on a PostgreSQL schema; its connections carry `appName` so tests can find its backends. */
+export class PgWorker extends FixtureProcess {
   readonly appName: string;
-  readonly messages: PgMessage[] = [];
-  stderr = "";
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  #listeners = new Set<() => void>();
 
   constructor(a: PgWorkerArgs) {
-    this.appName = a.appName;
-    const argv = ["--import", "tsx", WORKER, "--store", urlWithAppName(a.appName), "--schema", a.schema];
-    argv.push("--ledger", a.ledger);
+    const argv = ["--store", urlWithAppName(a.appName), "--schema", a.schema, "--ledger", a.ledger];
     if (a.steps) argv.push("--steps", a.steps);
     if (a.order) argv.push("--order", a.order);
     if (a.concurrency !== undefined) argv.push("--concurrency", String(a.concurrency));
@@ -73,99 +62,8 @@ export class PgWorker {
     if (a.maxMs !== undefined) argv.push("--max-ms", String(a.maxMs));
     if (a.pool !== undefined) argv.push("--pool", String(a.pool));
     if (a.reportWakes) argv.push("--report-wakes");
-    this.child = spawn(process.execPath, argv, { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
-    createInterface({ input: this.child.stdout }).on("line", (line) => {
-      try {
-        this.messages.push(JSON.parse(line) as PgMessage);
-      } catch {
-        this.stderr += `(stdout) ${line}\n`;
-      }
-      this.#notify();
-    });
-    this.child.stderr.setEncoding("utf8");
-    this.child.stderr.on("data", (d: string) => {
-      this.stderr += d;
-    });
-    this.child.stdin.on("error", () => {});
-    this.exited = new Promise((res) => {
-      this.child.on("exit", (code, signal) => {
-        res({ code, signal });
-        this.#notify();
-      });
-    });
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** The workerId the fixture reported in its "ready" message. */
-  get workerId(): string {
-    const m = this.messages.find((x) => x.type === "ready");
-    if (!m) throw new Error(`worker ${this.pid} is not ready yet`);
-    return String(m.workerId);
-  }
-
-  #notify(): void {
-    for (const l of [...this.#listeners]) l();
-  }
-
-  /**
-   * Resolves with the index of the first message at or after `from` that matches;
-   * rejects if the child exits first or after timeoutMs.
-   */
-  waitForIndex(
-    what: string,
-    match: (m: PgMessage) => boolean,
-    opts: { from?: number; timeoutMs?: number } = {},
-  ): Promise<number> {
-    const from = opts.from ?? 0;
-    const timeoutMs = opts.timeoutMs ?? 20_000;
-    return new Promise((res, rej) => {
-      const check = () => {
-        const i = this.messages.findIndex((m, k) => k >= from && match(m));
-        if (i >= 0) return done(() => res(i));
-        if (!this.alive)
-          return done(() =>
-            rej(new Error(`worker ${this.pid} exited before ${what}; stderr:\n${this.stderr}`)),
-          );
-      };
-      const timer = setTimeout(
-        () => done(() => rej(new Error(`no ${what} from worker ${this.pid}; stderr:\n${this.stderr}`))),
-        timeoutMs,
-      );
-      const done = (f: () => void) => {
-        clearTimeout(timer);
-        this.#listeners.delete(check);
-        f();
-      };
-      this.#listeners.add(check);
-      check();
-    });
-  }
-
-  async waitFor(type: string, timeoutMs = 20_000): Promise<PgMessage> {
-    const i = await this.waitForIndex(`"${type}"`, (m) => m.type === type, { timeoutMs });
-    return this.messages[i]!;
-  }
-
-  send(cmd: "go" | "stop"): void {
-    this.child.stdin.write(`${cmd}\n`);
-  }
-
-  /** Graceful stop; resolves with the exit code. */
-  async stop(timeoutMs = 30_000): Promise<number | null> {
-    this.send("stop");
-    await this.waitFor("closed", timeoutMs);
-    return (await this.exited).code;
-  }
-
-  kill(signal: NodeJS.Signals = "SIGKILL"): void {
-    if (this.alive) this.child.kill(signal);
+    super(argv);
+    this.appName = a.appName;
   }
 }
 
