@@ -26,6 +26,11 @@ export interface Adapter {
   setup(): Promise<void>;
   enqueueOne(payload: Payload): Promise<void>;
   enqueueBatch(payloads: Payload[]): Promise<void>;
+  /**
+   * W5: a batch that becomes due only after `delayMs` (the engine's own "run at" / delay option).
+   * Absent for an engine without one; the driver then skips W5 for it and says so.
+   */
+  enqueueDelayed?(payloads: Payload[], delayMs: number): Promise<void>;
   /** In-process for now: the worker shares the driver's event loop. */
   startWorker(opts: { concurrency: number; onJob: (p: Payload) => void }): Promise<{ stop(): Promise<void> }>;
   /** Jobs not yet completed (queued, running, or failed). */

@@ -43,6 +43,9 @@ export async function bullmq(t: Targets): Promise<Adapter> {
     async enqueueBatch(ps: Payload[]) {
       await queue.addBulk(ps.map((p) => ({ name: "noop", data: p, opts: jobOpts })));
     },
+    async enqueueDelayed(ps: Payload[], delayMs: number) {
+      await queue.addBulk(ps.map((p) => ({ name: "noop", data: p, opts: { ...jobOpts, delay: delayMs } })));
+    },
     async startWorker({ concurrency, onJob }) {
       const wconn = conn();
       const worker = new bq.Worker(

@@ -38,6 +38,10 @@ export async function graphileWorker(t: Targets): Promise<Adapter> {
     async enqueueBatch(ps: Payload[]) {
       await utils.addJobs(ps.map((p) => ({ identifier: "noop", payload: p })));
     },
+    async enqueueDelayed(ps: Payload[], delayMs: number) {
+      const runAt = new Date(Date.now() + delayMs);
+      await utils.addJobs(ps.map((p) => ({ identifier: "noop", payload: p, runAt })));
+    },
     async startWorker({ concurrency, onJob }) {
       const runner = await gw.run({
         connectionString: t.pgUrl,

@@ -51,6 +51,10 @@ export async function pgBoss(t: Targets): Promise<Adapter> {
     async enqueueBatch(ps: Payload[]) {
       await boss.insert(ps.map((p) => ({ name: QUEUE, data: p })));
     },
+    async enqueueDelayed(ps: Payload[], delayMs: number) {
+      const startAfter = new Date(Date.now() + delayMs);
+      await boss.insert(ps.map((p) => ({ name: QUEUE, data: p, startAfter })));
+    },
     async startWorker({ concurrency, onJob }) {
       for (let i = 0; i < concurrency; i++) {
         await boss.work(

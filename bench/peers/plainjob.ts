@@ -15,6 +15,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { type Adapter, loadPeer, type Payload, silentConsoleLogger, type Targets } from "./adapter.js";
 
+/**
+ * An idle plainjob worker sleeps `pollIntervall` ms (default 1,000) between empty fetches; 20 ms is
+ * Ratchet's `pollIntervalMs` here, so W3 (latency from an idle worker) compares like with like.
+ */
+const POLL_MS = 20;
+
 export async function plainjob(t: Targets): Promise<Adapter> {
   const pj = await loadPeer("plainjob");
   const bs = await loadPeer("better-sqlite3");
@@ -28,7 +34,7 @@ export async function plainjob(t: Targets): Promise<Adapter> {
     backend: "sqlite",
     durable: true,
     notes:
-      "defaults (WAL, synchronous NORMAL, set by plainjob); add / addMany; concurrency c = c defineWorker loops " +
+      "defaults (WAL, synchronous NORMAL, set by plainjob); add / addMany (delay option for W5); pollIntervall 20 ms (default 1 s); concurrency c = c defineWorker loops " +
       "on one connection in the driver's process (plainjob's worker is sequential; its README scales with processes)",
     async setup() {
       dir = mkdtempSync(join(t.tmpDir, "bench-plainjob-"));
@@ -41,6 +47,9 @@ export async function plainjob(t: Targets): Promise<Adapter> {
     async enqueueBatch(ps: Payload[]) {
       queue.addMany("noop", ps);
     },
+    async enqueueDelayed(ps: Payload[], delayMs: number) {
+      queue.addMany("noop", ps, { delay: delayMs });
+    },
     async startWorker({ concurrency, onJob }) {
       const workers = Array.from({ length: concurrency }, () =>
         pj.defineWorker(
@@ -48,7 +57,7 @@ export async function plainjob(t: Targets): Promise<Adapter> {
           (job: { data: string }) => {
             onJob(JSON.parse(job.data) as Payload);
           },
-          { queue, logger: silentConsoleLogger },
+          { queue, logger: silentConsoleLogger, pollIntervall: POLL_MS },
         ),
       );
       const running = workers.map((w: any) => w.start());

@@ -121,6 +121,9 @@ export function ratchet(kind: Kind, t: Targets): Adapter {
     async enqueueBatch(ps: Payload[]) {
       await b.r.enqueueMany(ps.map((p) => ({ task: noop, input: p })));
     },
+    async enqueueDelayed(ps: Payload[], delayMs: number) {
+      await b.r.enqueueMany(ps.map((p) => ({ task: noop, input: p, delayMs })));
+    },
     async startWorker({ concurrency, onJob }) {
       hooks.onJob = onJob;
       await b.r.start({ concurrency });
