@@ -1,0 +1,105 @@
+/**
+ * PostgreSQL-specific rules (spec §13) that the shared suites cannot express:
+ * the database clock, and exactness under concurrent enqueues from several
+ * connections (several "machines").
+ */
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { QueueFullError } from "../../src/errors.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import type { NewTask } from "../../src/store/store.js";
+import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
+
+const task = (over: Partial<NewTask> = {}): NewTask => ({
+  name: "t",
+  version: 1,
+  queue: "default",
+  input: "null",
+  priority: 0,
+  maxMs: 1_000,
+  maxAttempts: 4,
+  delayMs: 0,
+  dedupe: null,
+  job: null,
+  needs: [],
+  ...over,
+});
+
+describe("PostgreSQL only (spec §13)", () => {
+  if (!pgGate(it)) return;
+  const schemas: string[] = [];
+  const stores: PostgresStore[] = [];
+  /** Stores with their own pools on one schema, as separate machines would have. */
+  async function machines(n: number): Promise<PostgresStore[]> {
+    const schema = newSchemaName();
+    schemas.push(schema);
+    const out = Array.from({ length: n }, () => new PostgresStore({ connectionString: PG_URL, schema }));
+    stores.push(...out);
+    await Promise.all(out.map((s) => s.migrate()));
+    return out;
+  }
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await Promise.all(stores.splice(0).map((s) => s.close()));
+  });
+  afterAll(() => dropSchemas(schemas));
+
+  it("§13.2 leases are computed with the database clock, not the worker's", async () => {
+    const [store] = await machines(1);
+    await store!.enqueue([task({ maxMs: 1_000 })], { maxDepth: () => 100 });
+    // The worker's clock is an hour ahead; the lease must not move with it.
+    const real = Date.now;
+    vi.spyOn(Date, "now").mockImplementation(() => real() + 3_600_000);
+    const dbBefore = await store!.now();
+    const [claimed] = await store!.claim({
+      workerId: "w",
+      queues: ["default"],
+      names: ["t"],
+      limit: 1,
+      leaseGraceMs: 500,
+    });
+    const dbAfter = await store!.now();
+    expect(claimed!.leaseUntil).toBeGreaterThanOrEqual(dbBefore + 1_500);
+    expect(claimed!.leaseUntil).toBeLessThanOrEqual(dbAfter + 1_500);
+    expect(Math.abs(dbBefore - real())).toBeLessThan(60_000);
+  });
+
+  it("§13.5 admission control is exact when several machines enqueue into one queue at once", async () => {
+    const [a, b] = await machines(2);
+    const attempts = Array.from({ length: 24 }, (_, i) =>
+      (i % 2 ? a! : b!).enqueue([task()], { maxDepth: () => 10 }).then(
+        () => "ok" as const,
+        (e: unknown) => (e instanceof QueueFullError ? ("full" as const) : Promise.reject(e)),
+      ),
+    );
+    const results = await Promise.all(attempts);
+    expect(results.filter((r) => r === "ok")).toHaveLength(10);
+    expect(results.filter((r) => r === "full")).toHaveLength(14);
+    const [stats] = await a!.stats();
+    expect(stats!.byStatus.pending).toBe(10);
+  });
+
+  it("§2.3 / §13.5 concurrent enqueues with one dedupe key from several machines create one task", async () => {
+    const [a, b, c] = await machines(3);
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        [a!, b!, c!][i % 3]!.enqueue([task({ dedupe: "once" })], { maxDepth: () => 1_000 }),
+      ),
+    );
+    expect(new Set(ids.map(([r]) => r!.id)).size).toBe(1);
+    expect(ids.filter(([r]) => !r!.deduped)).toHaveLength(1);
+    const [stats] = await a!.stats();
+    expect(stats!.byStatus.pending).toBe(1);
+  });
+
+  it("§13.4 several machines migrating the same schema at once end with one schema at the latest version", async () => {
+    const schema = newSchemaName();
+    schemas.push(schema);
+    const many = Array.from({ length: 4 }, () => new PostgresStore({ connectionString: PG_URL, schema }));
+    stores.push(...many);
+    await Promise.all(many.map((s) => s.migrate()));
+    const versions = await Promise.all(many.map((s) => s.schemaVersion()));
+    expect(new Set(versions).size).toBe(1);
+    const rows = await many[0]!.pool.query(`SELECT count(*)::int AS n FROM "${schema}".ratchet_schema`);
+    expect(rows.rows[0].n).toBe(versions[0]);
+  });
+});
