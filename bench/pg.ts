@@ -21,6 +21,7 @@ import { createInterface } from "node:readline";
 import pg from "pg";
 import { Ratchet, silentLogger } from "../src/index.js";
 import { makePgTasks, PG_TASK } from "../test/fixtures/pg-tasks.js";
+import { fmt, median, n, percentile, progress } from "./stats.js";
 
 export interface PgBenchOptions {
   url: string;
@@ -43,28 +44,6 @@ const POLL_MS = 20;
 const ENGINE_DEFAULT_POLL_MS = 500;
 const WATCH_MS = 20;
 const DAY_MS = 86_400_000;
-
-const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
-const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
-const fmt = (v: number) => (Math.abs(v) >= 100 ? fmtInt.format(v) : fmt1.format(v));
-const n = (v: number) => fmtInt.format(v);
-
-function progress(msg: string): void {
-  process.stderr.write(`${msg}\n`);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-/** Nearest-rank percentile of an ascending array. */
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
-}
 
 /** Whether a server answers at url; the reason when it does not. */
 export async function pgProblem(url: string): Promise<string | null> {

@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
 import { pgProblem, runPg } from "./pg.js";
+import { fmt, median, n, progress } from "./stats.js";
 
 // ------------------------------------------------------------------ options
 
@@ -84,21 +85,6 @@ const steps10 = defineTask({
 });
 
 // ---------------------------------------------------------------- helpers
-
-const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
-const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
-const fmt = (v: number) => (Math.abs(v) >= 100 ? fmtInt.format(v) : fmt1.format(v));
-const n = (v: number) => fmtInt.format(v);
-
-function progress(msg: string): void {
-  process.stderr.write(`${msg}\n`);
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 
 /** A fresh directory with one SQLite file path; removed by the returned cleanup. */
 function freshDb(): { path: string; cleanup: () => void } {

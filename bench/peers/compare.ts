@@ -31,6 +31,7 @@ import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { fmt, fmtInt, median, percentile, progress } from "../stats.js";
 import {
   type Adapter,
   loadPeer,
@@ -149,18 +150,8 @@ const figureWanted = (id: string) => !figureList || figureList.some((t) => token
 
 // ------------------------------------------------------------------ helpers
 
-const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
-const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
-const fmt = (v: number) => (Math.abs(v) >= 100 ? fmtInt.format(v) : fmt1.format(v));
 const fmtRatio = (v: number) => (v >= 10 ? `${fmtInt.format(v)}×` : `${v.toFixed(2)}×`);
-const progress = (msg: string) => process.stderr.write(`${msg}\n`);
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 
 function errMsg(e: unknown): string {
   const m = e instanceof Error ? e.message : String(e);
@@ -410,10 +401,6 @@ async function drain(
   return { ms, ...mem };
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)]!;
-}
-
 async function measureW3(a: Adapter): Promise<Record<string, number>> {
   const n = SIZE.w3Rate * SIZE.w3Seconds;
   await a.setup();
@@ -454,9 +441,9 @@ async function measureW3(a: Adapter): Promise<Record<string, number>> {
     if (left !== 0) throw new Error(`${left} jobs remain after W3`);
     lat.sort((x, y) => x - y);
     return {
-      "w3-p50": percentile(lat, 0.5),
-      "w3-p95": percentile(lat, 0.95),
-      "w3-p99": percentile(lat, 0.99),
+      "w3-p50": percentile(lat, 50),
+      "w3-p95": percentile(lat, 95),
+      "w3-p99": percentile(lat, 99),
     };
   } finally {
     await a.teardown();

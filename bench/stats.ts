@@ -1,0 +1,26 @@
+/** Number formatting and summary statistics shared by every benchmark driver. */
+
+export const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+
+/** Whole numbers from 100 up, one decimal below. */
+export const fmt = (v: number): string => (Math.abs(v) >= 100 ? fmtInt.format(v) : fmt1.format(v));
+/** A count, with thousands separators. */
+export const n = (v: number): string => fmtInt.format(v);
+
+export function progress(msg: string): void {
+  process.stderr.write(`${msg}\n`);
+}
+
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** Nearest-rank percentile (p in 0–100) of an ascending array; NaN when empty. */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
