@@ -1,6 +1,7 @@
 /**
  * Task trees: ownership, cancellation intent, cascades, the completing hold
- * and wait validation, decided over plain records. spec §12 (SEM B.8–B.10).
+ * and wait validation, decided over plain records (SEM B.8–B.10; spec §12 will
+ * number these rules when issue 3 wires them into the stores).
  * The stores read the live part of a tree and apply what these return.
  */
 import { findCycle } from "./cycles.js";
