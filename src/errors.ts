@@ -21,7 +21,8 @@ export type ErrorCode =
   | "RATCHET_STORE"
   | "RATCHET_CLOSED"
   | "RATCHET_TIMEOUT"
-  | "RATCHET_SCHEMA_TOO_NEW";
+  | "RATCHET_SCHEMA_TOO_NEW"
+  | "RATCHET_INVALID_WAIT";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;
@@ -57,6 +58,13 @@ export class QueueFullError extends RatchetError {
       "RATCHET_QUEUE_FULL",
       `queue "${queue}" is full: ${depth} live tasks + ${adding} new > maxDepth ${maxDepth}; drain it first or raise maxDepth`,
     );
+  }
+}
+
+/** A wait that could never finish, or that the task may not make (spec §12.3). Nothing was written. */
+export class WaitError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_INVALID_WAIT", message);
   }
 }
 

@@ -1,11 +1,14 @@
 export type { RetryPolicy } from "./core/backoff.js";
 export type { Clock, Random } from "./core/clock.js";
 export type { Outcome, Status } from "./core/model.js";
-export type { TaskContext } from "./engine/context.js";
-export type { StandardSchemaV1, TaskDefinition, TaskSpec } from "./engine/definition.js";
+export type { ChildOutcome, EventOutcome, SpawnOptions, TaskContext } from "./engine/context.js";
+export type { Migrated, StandardSchemaV1, TaskDefinition, TaskSpec } from "./engine/definition.js";
 export { defineTask } from "./engine/definition.js";
+export type { DerivedState, InspectedTask, Inspection, TaskTree, WaitingOn } from "./engine/inspect.js";
 export type { Logger, OpenOptions } from "./engine/options.js";
 export { consoleLogger, silentLogger } from "./engine/options.js";
+export type { PhaseContext, PhaseHandler, PhaseResult, PhaseSpec } from "./engine/phases.js";
+export { definePhases } from "./engine/phases.js";
 export type {
   BatchEntry,
   EnqueueOptions,

@@ -43,7 +43,13 @@ export type TransitionCause =
   | "abort" // pending | waiting → terminal:aborted; running → terminal:aborted (holder or claim saw the mark)
   | "upstream" // waiting → terminal:upstream_failed (cascade)
   | "release" // running → pending (graceful shutdown)
-  | "retry"; // terminal:(failed|aborted|faulted|upstream_failed) → pending | waiting
+  | "retry" // terminal:(failed|aborted|faulted|upstream_failed) → pending | waiting
+  // Task trees (spec §12):
+  | "hold" // running | pending | waiting → completing: an outcome decided while owned work is live
+  | "finalize" // completing → terminal: the held outcome, once owned work drained
+  | "suspend" // running → waiting: waitFor, waitForEvent, drain before the abort handler, blocked code
+  | "wake" // waiting → pending: members terminal, signal arrived, owned work drained, code registered
+  | "orphan"; // pending | waiting → terminal:orphaned: aborted while no code can take it
 
 const T = (from: readonly StateKey[] | "new", to: readonly StateKey[]) => ({ from, to });
 const FAILED_ENDS = ["terminal:failed", "terminal:aborted", "terminal:faulted", "terminal:orphaned"] as const;
@@ -68,6 +74,14 @@ export const TRANSITIONS: Record<
   upstream: T(["waiting"], ["terminal:upstream_failed"]),
   release: T(["running"], ["pending"]),
   retry: T([...FAILED_ENDS, "terminal:upstream_failed"], ["pending", "waiting"]),
+  hold: T(["running", "pending", "waiting"], ["completing"]),
+  finalize: T(
+    ["completing"],
+    ["terminal:completed", "terminal:failed", "terminal:aborted", "terminal:faulted"],
+  ),
+  suspend: T(["running"], ["waiting"]),
+  wake: T(["waiting"], ["pending"]),
+  orphan: T(["pending", "waiting"], ["terminal:orphaned"]),
 };
 
 export function isAllowed(cause: TransitionCause, from: State | "new", to: State): boolean {

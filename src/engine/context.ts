@@ -8,17 +8,32 @@
  * that outlives its invocation can change nothing.
  */
 import type { Clock } from "../core/clock.js";
+import type { StoredError } from "../core/json.js";
 import { toStorableJson } from "../core/json.js";
+import type { Outcome } from "../core/model.js";
+import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import {
   AbortedError,
   DuplicateStepError,
+  InvalidStateError,
   LeaseLostError,
   RatchetError,
   ValidationError,
 } from "../errors.js";
-import type { ClaimedTask, Fence, SettleResult, StepWrite, Store } from "../store/store.js";
+import type {
+  ClaimedTask,
+  EventWaitResult,
+  Fence,
+  SettleResult,
+  StepWrite,
+  Store,
+  WaitPolicy,
+  WaitResult,
+} from "../store/store.js";
+import { eventResultKey } from "../store/tree/keys.js";
+import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
 import type { Batcher } from "./batcher.js";
-import { checkName, describe, MAX_MS } from "./definition.js";
+import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { retryStore } from "./store-retry.js";
 
 export interface TaskContext {
@@ -41,7 +56,51 @@ export interface TaskContext {
   progress(fraction: number, note?: string): Promise<void>;
   log(...args: unknown[]): void;
   now(): number;
+
+  // Task trees (spec §12).
+  /** "run" for the task's code, "abort" while its abort handler runs. */
+  readonly mode: "run" | "abort";
+  /** The task that spawned this one, or null. */
+  readonly ownerId: number | null;
+  /** The ownership scope (given at enqueue, inherited by children). */
+  readonly scope: string;
+  /**
+   * Creates a child owned by this task, once per name: a rerun of this task
+   * (after a crash, a wait, a sleep) gets the same child's id back (spec §12.1).
+   */
+  spawn<I>(name: string, task: TaskDefinition<I> | string, input?: I, opts?: SpawnOptions): Promise<number>;
+  /**
+   * Waits until every task in `ids` is terminal and returns their outcomes in
+   * the order given. The task is parked meanwhile (no worker slot) and runs
+   * again from the start when they are; committed steps replay (spec §12.3).
+   */
+  waitFor(ids: readonly number[], opts?: { policy?: WaitPolicy }): Promise<ChildOutcome[]>;
+  /** Waits for `ratchet.signal(name, …)`, sent before or after; a timeout outcome after timeoutMs (spec §12.7). */
+  waitForEvent<T = unknown>(name: string, opts?: { timeoutMs?: number }): Promise<EventOutcome<T>>;
 }
+
+export interface SpawnOptions {
+  /** A background child is outside its owner's abort cascade and completing hold (spec §12.2). */
+  background?: boolean;
+  priority?: number;
+  delayMs?: number;
+  queue?: string;
+}
+
+/** What waitFor returns per member. */
+export interface ChildOutcome {
+  id: number;
+  name: string;
+  outcome: Outcome;
+  result: unknown;
+  error: StoredError | null;
+}
+
+export type EventOutcome<T> = { kind: "signal"; payload: T } | { kind: "timeout" };
+
+/** Default and largest waitForEvent timeout. */
+export const DEFAULT_EVENT_TIMEOUT_MS = 7 * 24 * 3600_000;
+export const MAX_EVENT_TIMEOUT_MS = 366 * 24 * 3600_000;
 
 export type EndReason =
   | { kind: "returned"; value: unknown }
@@ -50,6 +109,8 @@ export type EndReason =
   | { kind: "aborted" }
   | { kind: "lease_lost" }
   | { kind: "suspended"; step: string; delayMs: number }
+  /** The store already moved the task (waitFor, waitForEvent, blocked): nothing to settle. */
+  | { kind: "parked" }
   | { kind: "shutdown" };
 
 /**
@@ -63,11 +124,16 @@ const END_REASONS: Record<EndReason["kind"], RatchetError> = {
   aborted: new RatchetError("RATCHET_ABORTED", "invocation ended: the task was aborted"),
   lease_lost: new RatchetError("RATCHET_LEASE_LOST", "invocation ended: the lease was lost"),
   suspended: new RatchetError("RATCHET_CLOSED", "invocation ended: the task suspended"),
+  parked: new RatchetError("RATCHET_CLOSED", "invocation ended: the task is waiting"),
   shutdown: new RatchetError("RATCHET_CLOSED", "invocation ended: the worker is shutting down"),
 };
 
 export interface InvocationDeps {
   store: Store;
+  /** Resolves a definition for ctx.spawn (a definition object is registered on first use). */
+  resolve(task: TaskDefinition | string): TaskDefinition;
+  maxPayloadBytes: number;
+  maxDepth(queue: string): number;
   steps: Batcher<StepWrite, SettleResult>;
   clock: Clock;
   leaseGraceMs: number;
@@ -82,6 +148,17 @@ export class Invocation implements TaskContext {
   readonly job: string | null;
   readonly attempt: number;
   readonly fence: Fence;
+  /** The phase checkpoint the invocation started from (set by the executor after migration). */
+  checkpoint: unknown = null;
+  /** Phase tasks: prefix of this turn's step keys, so each turn memoizes its own steps (spec §12.8). */
+  stepPrefix = "";
+  /** Phase tasks: the current phase, its turn, and the outcomes of the wait that led to it. */
+  phase: string | null = null;
+  turn = 0;
+  outcomes: ChildOutcome[] | null = null;
+  readonly mode: "run" | "abort";
+  readonly ownerId: number | null;
+  readonly scope: string;
   /** Created on first read of `signal`: most tasks never look at it, and each costs an allocation. */
   #controller: AbortController | undefined;
   readonly #deps: InvocationDeps;
@@ -101,7 +178,10 @@ export class Invocation implements TaskContext {
     this.queue = task.queue;
     this.job = task.job;
     this.attempt = task.attempts;
-    this.fence = { taskId: task.id, token: task.epoch };
+    this.mode = task.abortRequested ? "abort" : "run";
+    this.ownerId = task.ownerId;
+    this.scope = task.scope ?? String(task.id);
+    this.fence = { taskId: task.id, token: task.epoch, mode: this.mode };
     this.#deps = deps;
     this.#maxMs = maxMs;
     this.#deadline = deps.clock.now() + maxMs;
@@ -151,14 +231,18 @@ export class Invocation implements TaskContext {
   }
 
   #live(): void {
-    if (this.#ended) throw new LeaseLostError(this.taskId, this.fence.token);
+    if (!this.#ended) return;
+    if (this.#ended.kind === "aborted") throw new AbortedError(this.taskId);
+    throw new LeaseLostError(this.taskId, this.fence.token);
   }
 
+  /** Returns the stored key of a step name: phase tasks prefix it with their turn (spec §12.8). */
   #claimName(name: unknown): string {
     const n = checkName(name, "step name");
-    if (this.#used.has(n)) throw new DuplicateStepError(n);
-    this.#used.add(n);
-    return n;
+    const key = this.stepPrefix + n;
+    if (this.#used.has(key)) throw new DuplicateStepError(n);
+    this.#used.add(key);
+    return key;
   }
 
   async #stepsLoaded(): Promise<Map<string, unknown>> {
@@ -233,6 +317,149 @@ export class Invocation implements TaskContext {
 
   log(...args: unknown[]): void {
     this.#deps.log(this.taskId, args);
+  }
+
+  /** spec §12.1. */
+  async spawn<I>(
+    name: string,
+    task: TaskDefinition<I> | string,
+    input?: I,
+    opts: SpawnOptions = {},
+  ): Promise<number> {
+    this.#live();
+    const n = checkName(name, "spawn name");
+    if (this.mode === "abort") {
+      throw new InvalidStateError("an abort handler cannot spawn children (spec §12.1)");
+    }
+    const def = this.#deps.resolve(task as TaskDefinition | string);
+    if (opts === null || typeof opts !== "object")
+      throw new ValidationError("spawn options must be an object");
+    const background = opts.background ?? false;
+    if (typeof background !== "boolean") throw new ValidationError("spawn background must be a boolean");
+    const priority = opts.priority ?? def.priority;
+    if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY)
+      throw new ValidationError(`spawn priority must be an integer in [${MIN_PRIORITY}, ${MAX_PRIORITY}]`);
+    const delayMs = opts.delayMs ?? 0;
+    if (typeof delayMs !== "number" || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_MS)
+      throw new ValidationError(`spawn delayMs must be an integer in [0, ${MAX_MS}]`);
+    const queue = checkName(opts.queue ?? def.queue, "queue");
+    const value = await validateInput(def, input);
+    const text = toStorableJson(
+      value === undefined ? null : value,
+      `input of child "${n}"`,
+      this.#deps.maxPayloadBytes,
+    );
+    this.#live();
+    try {
+      const r = await retryStore(() =>
+        this.#deps.store.spawn(
+          this.fence,
+          {
+            spawnName: n,
+            background,
+            task: {
+              name: def.name,
+              version: def.version,
+              queue,
+              input: text,
+              priority,
+              maxMs: def.maxMs,
+              maxAttempts: def.retry.maxAttempts,
+              delayMs,
+              dedupe: null,
+              job: this.job,
+              needs: [],
+            },
+          },
+          { maxDepth: this.#deps.maxDepth },
+        ),
+      );
+      return r.id;
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
+  }
+
+  /** spec §12.3. */
+  async waitFor(ids: readonly number[], opts: { policy?: WaitPolicy } = {}): Promise<ChildOutcome[]> {
+    this.#live();
+    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_WAIT_MEMBERS)
+      throw new ValidationError(`waitFor needs 1–${MAX_WAIT_MEMBERS} task ids`);
+    for (const id of ids)
+      if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 1)
+        throw new ValidationError(`waitFor: task ids must be positive integers (got ${describe(id)})`);
+    const policy = opts?.policy ?? "allSettled";
+    if (policy !== "allSettled" && policy !== "failFast")
+      throw new ValidationError(
+        `waitFor policy must be "allSettled" or "failFast" (got ${describe(policy)})`,
+      );
+    let r: WaitResult;
+    try {
+      r = await retryStore(() => this.#deps.store.waitTasks(this.fence, ids, policy));
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
+    if (r.state === "waiting") {
+      this.end({ kind: "parked" });
+      return new Promise<never>(() => {});
+    }
+    const byId = new Map(r.members.map((m) => [m.id, m]));
+    return ids.map((id) => {
+      const m = byId.get(id)!;
+      return { id, name: m.name, outcome: m.outcome!, result: m.result, error: m.error };
+    });
+  }
+
+  /** spec §12.7. */
+  async waitForEvent<T = unknown>(name: string, opts: { timeoutMs?: number } = {}): Promise<EventOutcome<T>> {
+    this.#live();
+    const n = checkName(name, "event name");
+    const key = eventResultKey(n);
+    if (this.#used.has(key)) throw new DuplicateStepError(`waitForEvent:${n}`);
+    this.#used.add(key);
+    const timeoutMs = opts?.timeoutMs ?? DEFAULT_EVENT_TIMEOUT_MS;
+    if (
+      typeof timeoutMs !== "number" ||
+      !Number.isInteger(timeoutMs) ||
+      timeoutMs < 0 ||
+      timeoutMs > MAX_EVENT_TIMEOUT_MS
+    )
+      throw new ValidationError(`waitForEvent timeoutMs must be an integer in [0, ${MAX_EVENT_TIMEOUT_MS}]`);
+    const steps = await this.#stepsLoaded();
+    if (steps.has(key)) return steps.get(key) as EventOutcome<T>;
+    // (event keys are not turn-prefixed: a signal name is global, so its outcome is too)
+    let r: EventWaitResult;
+    try {
+      r = await retryStore(() => this.#deps.store.waitEvent(this.fence, n, timeoutMs));
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
+    if (r.state === "waiting") {
+      this.end({ kind: "parked" });
+      return new Promise<never>(() => {});
+    }
+    const out: EventOutcome<T> =
+      r.state === "signalled" ? { kind: "signal", payload: r.payload as T } : { kind: "timeout" };
+    // Memoized like a step: a rerun sees the same outcome even if the deadline moves past.
+    const res = await this.#deps.steps.submit({ fence: this.fence, name: key, result: JSON.stringify(out) });
+    if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
+    if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
+    steps.set(key, out);
+    return out;
+  }
+
+  /** The phase checkpoint (spec §12.8), fenced; step keys of earlier turns (not `keep`) are dropped with it. */
+  async saveCheckpoint(text: string, keep: string): Promise<void> {
+    this.#live();
+    try {
+      await retryStore(() => this.#deps.store.setCheckpoint(this.fence, text, keep));
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
   }
 
   now(): number {

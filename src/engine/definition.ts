@@ -39,6 +39,23 @@ export interface TaskSpec<I, O> {
   queue?: string;
   schema?: StandardSchemaV1<unknown, I>;
   run(ctx: TaskContext, input: I): Promise<O> | O;
+  /**
+   * Runs once after an abort, in a fresh invocation, only when everything this
+   * task owns has ended (bottom-up, spec §12.5). Its return value is stored as
+   * the aborted task's result. Without it an aborted task just ends `aborted`.
+   */
+  onAbort?(ctx: TaskContext, input: I): Promise<unknown> | unknown;
+  /**
+   * Brings a task stored by an older `version` up to this one before it runs
+   * (spec §12.9). Returns the new input (and checkpoint, for phase tasks).
+   * Throwing blocks the task (`migration_failed`) until other code is registered.
+   */
+  migrate?(input: unknown, checkpoint: unknown, fromVersion: number): Migrated | Promise<Migrated>;
+}
+
+export interface Migrated {
+  input: unknown;
+  checkpoint?: unknown;
 }
 
 export interface TaskDefinition<I = any, O = any> {
@@ -50,6 +67,10 @@ export interface TaskDefinition<I = any, O = any> {
   readonly queue: string;
   readonly schema: StandardSchemaV1<unknown, I> | undefined;
   readonly run: (ctx: TaskContext, input: I) => Promise<O> | O;
+  readonly onAbort: ((ctx: TaskContext, input: I) => Promise<unknown> | unknown) | undefined;
+  readonly migrate:
+    | ((input: unknown, checkpoint: unknown, fromVersion: number) => Migrated | Promise<Migrated>)
+    | undefined;
 }
 
 /** Largest timer Node can arm. */
@@ -105,6 +126,10 @@ export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
     throw new ConfigError((e as Error).message);
   }
   if (typeof spec.run !== "function") throw new ConfigError(`task "${name}": run must be a function`);
+  if (spec.onAbort !== undefined && typeof spec.onAbort !== "function")
+    throw new ConfigError(`task "${name}": onAbort must be a function`);
+  if (spec.migrate !== undefined && typeof spec.migrate !== "function")
+    throw new ConfigError(`task "${name}": migrate must be a function`);
   const r = { ...DEFAULT_RETRY, ...(spec.retry ?? {}) };
   const retry: RetryPolicy = {
     maxAttempts: int(r.maxAttempts, `task "${name}": retry.maxAttempts`, 1, 1000),
@@ -134,6 +159,8 @@ export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
     queue,
     schema: spec.schema,
     run: spec.run,
+    onAbort: spec.onAbort,
+    migrate: spec.migrate,
   });
 }
 

@@ -57,6 +57,15 @@ export class Driver {
     return this.#running.get(taskId);
   }
 
+  /** Settlements started but not yet committed. */
+  get unsettled(): number {
+    return this.#unsettled.size;
+  }
+
+  activeIds(): number[] {
+    return [...this.#running.keys()];
+  }
+
   /** Claims and starts up to `limit` tasks; returns how many started. */
   async fill(limit: number): Promise<number> {
     const free = Math.min(limit, this.#o.concurrency - this.#running.size);

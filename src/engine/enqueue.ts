@@ -20,6 +20,8 @@ export interface EnqueueOptions {
   delayMs?: number;
   dedupe?: string;
   job?: string;
+  /** Ownership scope (spec §12.2): tasks sharing it can be awaited and aborted together. Default: the task's own id. */
+  scope?: string;
   /** Predecessors: task ids; a string is a `key` of the same batch or else the dedupe key of a task in the same queue; in a batch also -k (the k-th entry before). */
   needs?: readonly (number | string)[];
 }
@@ -167,6 +169,7 @@ async function prepareEntry(
     delayMs,
     dedupe: e.dedupe === undefined ? null : checkName(e.dedupe, `entry ${i}: dedupe`),
     job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),
+    scope: e.scope === undefined ? null : checkName(e.scope, `entry ${i}: scope`),
     needs,
   };
   return { task, local };

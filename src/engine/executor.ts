@@ -12,11 +12,13 @@ import {
   LeaseLostError,
   NonRetryableError,
   RatchetError,
+  ValidationError,
 } from "../errors.js";
-import type { ClaimedTask, Settlement, SettleResult } from "../store/store.js";
+import type { BlockedInfo, ClaimedTask, Fence, Settlement, SettleResult } from "../store/store.js";
 import type { Batcher } from "./batcher.js";
 import { type EndReason, Invocation, type InvocationDeps } from "./context.js";
-import type { TaskDefinition } from "./definition.js";
+import type { Migrated, TaskDefinition } from "./definition.js";
+import { retryStore } from "./store-retry.js";
 
 export type RunReport = "done" | "failed" | "retried" | "aborted" | "suspended" | "lost" | "released";
 
@@ -47,7 +49,7 @@ export function settlementFor(
   reason: EndReason,
   deps: Pick<ExecutorDeps, "random" | "maxResultBytes">,
 ): { settlement: Settlement | null; report: RunReport } {
-  const fence = { taskId: task.id, token: task.epoch };
+  const fence: Fence = { taskId: task.id, token: task.epoch, mode: task.abortRequested ? "abort" : "run" };
   const failure = (kind: FailureKind, error: StoredError): { settlement: Settlement; report: RunReport } => {
     const d = decideFailure(task.attempts, kind, def.retry, deps.random);
     return d.kind === "retry"
@@ -68,7 +70,12 @@ export function settlementFor(
       if (reason.error instanceof LeaseLostError) return { settlement: null, report: "lost" };
       if (reason.error instanceof AbortedError) {
         return {
-          settlement: { kind: "aborted", fence, error: toStoredError(reason.error) },
+          settlement: {
+            kind: "aborted",
+            fence,
+            error: toStoredError(reason.error),
+            handler: handlerFor(fence, def),
+          },
           report: "aborted",
         };
       }
@@ -81,9 +88,16 @@ export function settlementFor(
       });
     case "aborted":
       return {
-        settlement: { kind: "aborted", fence, error: { name: "Aborted", message: "abort requested" } },
+        settlement: {
+          kind: "aborted",
+          fence,
+          error: { name: "Aborted", message: "abort requested" },
+          handler: handlerFor(fence, def),
+        },
         report: "aborted",
       };
+    case "parked":
+      return { settlement: null, report: "suspended" };
     case "lease_lost":
       return { settlement: null, report: "lost" };
     case "suspended":
@@ -96,31 +110,89 @@ export function settlementFor(
   }
 }
 
+/** A run interrupted by an abort goes back for its abort handler, if the definition has one (spec §12.5). */
+function handlerFor(fence: Fence, def: TaskDefinition): boolean {
+  return fence.mode !== "abort" && def.onAbort !== undefined;
+}
+
+/**
+ * Brings the stored task to the definition's version (spec §12.9). Returns the
+ * input to run with, or undefined after parking the task as blocked.
+ */
+async function prepare(task: ClaimedTask, def: TaskDefinition, inv: Invocation, deps: ExecutorDeps) {
+  const block = async (info: BlockedInfo) => {
+    await retryStore(() => deps.store.block(inv.fence, info));
+    inv.end({ kind: "parked" });
+    return { ok: false as const };
+  };
+  if (task.version > def.version) return block({ reason: "too_old", version: def.version });
+  if (task.version === def.version)
+    return { ok: true as const, input: task.input, checkpoint: task.checkpoint };
+  if (!def.migrate) {
+    return block({
+      reason: "migration_failed",
+      version: def.version,
+      error: {
+        name: "NoMigration",
+        message: `task "${def.name}" v${def.version} has no migrate for v${task.version}`,
+      },
+    });
+  }
+  let m: Migrated;
+  let input: string;
+  let checkpoint: string | null;
+  try {
+    m = await def.migrate(task.input, task.checkpoint, task.version);
+    if (m === null || typeof m !== "object" || !("input" in m))
+      throw new ValidationError("migrate must return { input, checkpoint? }");
+    input = toStorableJson(m.input ?? null, `migrated input of task ${task.id}`, deps.maxPayloadBytes);
+    const cp = m.checkpoint === undefined ? task.checkpoint : m.checkpoint;
+    checkpoint =
+      cp === null || cp === undefined ? null : toStorableJson(cp, "migrated checkpoint", deps.maxResultBytes);
+  } catch (err) {
+    return block({ reason: "migration_failed", version: def.version, error: toStoredError(err) });
+  }
+  await retryStore(() => deps.store.migrated(inv.fence, def.version, input, checkpoint));
+  return {
+    ok: true as const,
+    input: JSON.parse(input) as unknown,
+    checkpoint: checkpoint && JSON.parse(checkpoint),
+  };
+}
+
 export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDeps): Running {
   const inv = new Invocation(task, def.maxMs, deps);
-  let userDone: Promise<unknown>;
-  if (task.abortRequested) {
-    // spec §7.2: a dead holder's marked task is settled aborted without running code.
-    inv.end({ kind: "aborted" });
-    userDone = Promise.resolve();
-  } else {
-    userDone = Promise.resolve()
-      .then(() => def.run(inv, task.input))
-      .then(
-        (value) => inv.end({ kind: "returned", value }),
-        (error) => inv.end({ kind: "threw", error }),
-      );
-  }
+  const body = async (): Promise<unknown> => {
+    const ready = await prepare(task, def, inv, deps);
+    if (!ready.ok || inv.isEnded) return undefined;
+    inv.checkpoint = ready.checkpoint;
+    if (inv.mode === "abort") {
+      // spec §12.5: the abort handler runs only in abort mode; without one the task ends aborted.
+      if (!def.onAbort) {
+        inv.end({ kind: "aborted" });
+        return undefined;
+      }
+      return def.onAbort(inv, ready.input);
+    }
+    return def.run(inv, ready.input);
+  };
+  const userDone: Promise<unknown> = Promise.resolve()
+    .then(body)
+    .then(
+      (value) => inv.end({ kind: "returned", value }),
+      (error) => inv.end({ kind: "threw", error }),
+    );
   const report = inv.ended.then(async (reason) => {
     let { settlement, report: r } = settlementFor(task, def, reason, deps);
     if (!settlement) return r;
     let res = await deps.settler.submit(settlement);
     if (res === "abort_marked") {
-      // spec §4.5: a marked task's run may not commit; it ends aborted.
+      // spec §4.5: a marked task's run may not commit; it ends aborted (or goes back for its abort handler).
       settlement = {
         kind: "aborted",
         fence: settlement.fence,
         error: { name: "Aborted", message: "abort requested" },
+        handler: handlerFor(settlement.fence, def),
       };
       r = "aborted";
       res = await deps.settler.submit(settlement);
@@ -128,7 +200,7 @@ export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDe
     return res === "ok" ? r : "lost";
   });
   const slotFree = inv.ended.then((reason) =>
-    reason.kind === "suspended" ? undefined : userDone.then(() => undefined),
+    reason.kind === "suspended" || reason.kind === "parked" ? undefined : userDone.then(() => undefined),
   );
   return {
     invocation: inv,

@@ -45,6 +45,11 @@ export interface OpenOptions {
   tickReserveMs?: number;
   /** Longest idle poll of a worker. Default 500 ms. */
   pollIntervalMs?: number;
+  /**
+   * How often a worker runs the task-tree reconcile and checks its running
+   * tasks for abort marks set elsewhere (spec §12.10). Default 1000 ms.
+   */
+  maintenanceIntervalMs?: number;
   /** Bound of a task input (serialised JSON). Default 1 MiB. */
   maxPayloadBytes?: number;
   /** Bound of a step or task result. Default 1 MiB. */
@@ -61,6 +66,7 @@ export interface ResolvedOptions {
   tickBudgetMs: number | undefined;
   tickReserveMs: number;
   pollIntervalMs: number;
+  maintenanceIntervalMs: number;
   maxPayloadBytes: number;
   maxResultBytes: number;
   logger: Logger;
@@ -104,6 +110,7 @@ export function resolveOptions(o: OpenOptions): ResolvedOptions {
       "maxResultBytes",
       64 * 1024 * 1024,
     ),
+    maintenanceIntervalMs: Math.max(1, positive(o.maintenanceIntervalMs ?? 1000, "maintenanceIntervalMs")),
     logger: o.logger ?? consoleLogger,
   };
 }

@@ -4,6 +4,7 @@
  * Data flows one way: API → engine → core decides → store applies.
  */
 import { hostname } from "node:os";
+import { toStorableJson } from "../core/json.js";
 import { isLive } from "../core/model.js";
 import { canEverFit } from "../core/tick.js";
 import {
@@ -33,6 +34,7 @@ import { checkName, describe, MAX_MS, type TaskDefinition } from "./definition.j
 import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
+import { buildTree, type Inspection, inspection, type TaskTree } from "./inspect.js";
 import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
 import { retryStore } from "./store-retry.js";
 import { Wakeup } from "./wakeup.js";
@@ -76,6 +78,8 @@ export class Ratchet {
   readonly workerId: string;
   readonly #o: ResolvedOptions;
   readonly #registry = new Map<string, TaskDefinition>();
+  /** Names registered since the store last heard of them. */
+  readonly #unflushed = new Set<string>();
   readonly #wakeup = new Wakeup();
   readonly #settler: Batcher<Settlement, SettleResult>;
   readonly #deps: ExecutorDeps;
@@ -102,6 +106,9 @@ export class Ratchet {
     const steps = new Batcher<StepWrite, SettleResult>((items) => retryStore(() => store.commitSteps(items)));
     this.#deps = {
       store,
+      resolve: (task) => this.#resolve(task),
+      maxPayloadBytes: o.maxPayloadBytes,
+      maxDepth: o.maxDepth,
       clock: o.clock,
       random: o.random,
       leaseGraceMs: o.leaseGraceMs,
@@ -136,6 +143,9 @@ export class Ratchet {
     try {
       for (const def of options.tasks ?? []) r.register(def);
       await store.migrate();
+      await r.#flushDefinitions();
+      // Recovery at open (spec §12.10): cascades a crash left unapplied, held outcomes to finalize, waiters to wake.
+      await store.reconcile();
     } catch (err) {
       await store.close().catch(() => {});
       throw err;
@@ -144,6 +154,33 @@ export class Ratchet {
   }
 
   // ------------------------------------------------------------- registry
+
+  /** The definition for a name or object; an unregistered object is registered on first use. */
+  #resolve(task: TaskDefinition | string): TaskDefinition {
+    const def = typeof task === "string" ? this.#registry.get(task) : task;
+    if (typeof task === "string" && !def) throw new UnknownTaskError(task);
+    if (!def || typeof def.run !== "function")
+      throw new ValidationError("task must be a definition or a registered name");
+    if (typeof task !== "string" && this.#registry.get(def.name) !== def) this.register(def);
+    return def;
+  }
+
+  /**
+   * Records registered definitions in the store (spec §12.6, §12.9): which
+   * names have code (a task without is orphaned when aborted), and wakes tasks
+   * blocked for those names — a new definition object gets another try.
+   */
+  async #flushDefinitions(): Promise<void> {
+    if (this.#unflushed.size === 0) return;
+    const defs = [...this.#unflushed].map((n) => this.#registry.get(n)).filter((d) => d !== undefined);
+    this.#unflushed.clear();
+    await retryStore(() =>
+      this.store.registerDefinitions(
+        defs.map((d) => ({ name: d.name, version: d.version, hasAbort: !!d.onAbort })),
+      ),
+    );
+    if ((await retryStore(() => this.store.unblock(defs.map((d) => d.name)))) > 0) this.#wakeup.notify();
+  }
 
   /** Registers or replaces a definition; takes effect at the next claim. */
   register(def: TaskDefinition): void {
@@ -156,6 +193,7 @@ export class Ratchet {
       );
     }
     this.#registry.set(def.name, def);
+    this.#unflushed.add(def.name);
     this.#wakeup.notify();
   }
 
@@ -191,15 +229,9 @@ export class Ratchet {
     const { batch, position } = await prepareBatch(entries, {
       now: this.#o.clock.now(),
       maxPayloadBytes: this.#o.maxPayloadBytes,
-      resolve: (task) => {
-        const def = typeof task === "string" ? this.#registry.get(task) : task;
-        if (typeof task === "string" && !def) throw new UnknownTaskError(task);
-        if (!def || typeof def.run !== "function")
-          throw new ValidationError("task must be a definition or a registered name");
-        if (typeof task !== "string" && !this.#registry.has(def.name)) this.register(def);
-        return def;
-      },
+      resolve: (task) => this.#resolve(task),
     });
+    await this.#flushDefinitions();
     const res = await this.store.enqueue(batch, { maxDepth: this.#o.maxDepth });
     this.#wakeup.notify();
     return entries.map((_, i) => res[position[i]!]!.id);
@@ -249,6 +281,7 @@ export class Ratchet {
       throw new ConfigError(`concurrency must be an integer in [1, 10000] (got ${describe(concurrency)})`);
     }
     const queues = opts.queues?.map((q) => checkName(q, "queue"));
+    await this.#flushDefinitions();
     const driver = this.#driver(
       concurrency,
       () => this.#queues(queues),
@@ -266,10 +299,42 @@ export class Ratchet {
     w.loop = this.#workerLoop(w);
   }
 
+  /**
+   * Tree upkeep (spec §12.5, §12.10): the periodic global reconcile repairs
+   * what a crashed process left half-done, and running invocations whose task
+   * got a mark elsewhere (another process, a cascade) are signalled now
+   * rather than at their next commit.
+   */
+  async #maintain(drivers: readonly Driver[]): Promise<void> {
+    await this.#flushDefinitions();
+    const marked = await this.store.reconcile();
+    const active = drivers.flatMap((d) => d.activeIds());
+    const seen = active.length ? await this.store.markedAmong(active) : [];
+    this.#signal([...marked, ...seen]);
+  }
+
+  /** Ends this process's run-mode invocations of marked tasks (spec §12.5). */
+  #signal(ids: readonly TaskId[]): void {
+    for (const id of ids)
+      for (const d of [this.#worker?.driver, ...this.#ticks]) {
+        const inv = d?.active(id)?.invocation;
+        if (inv && inv.mode === "run") inv.end({ kind: "aborted" });
+      }
+  }
+
   async #workerLoop(w: { driver: Driver; stop: boolean }): Promise<void> {
     const pollMin = Math.min(5, this.#o.pollIntervalMs);
     let delay = pollMin;
+    let maintained = 0;
     while (!w.stop) {
+      if (performance.now() - maintained >= this.#o.maintenanceIntervalMs) {
+        maintained = performance.now();
+        try {
+          await this.#maintain([w.driver]);
+        } catch (err) {
+          this.#o.logger.error("reconcile failed; retrying at the next interval", err);
+        }
+      }
       let started = 0;
       try {
         started = await w.driver.fill(Number.POSITIVE_INFINITY);
@@ -296,6 +361,10 @@ export class Ratchet {
       } catch {
         // A failed read only means we poll at the current delay.
       }
+      wait = Math.min(
+        wait,
+        Math.max(pollMin, this.#o.maintenanceIntervalMs - (performance.now() - maintained)),
+      );
       const woken = await this.#wakeup.wait(wait);
       delay = woken ? pollMin : Math.min(delay * 2, this.#o.pollIntervalMs);
     }
@@ -356,10 +425,17 @@ export class Ratchet {
     );
     this.#ticks.add(driver);
     try {
+      await this.#maintain([driver]);
       while (deadline - clock.now() > reserve && report.ran < max) {
         const n = await driver.fill(max - report.ran);
         report.ran += n;
-        if (n === 0 && driver.inFlight === 0) break;
+        if (n === 0 && driver.inFlight === 0) {
+          // A settlement still committing may make work due (a released dependent, a woken
+          // waiter, a child's owner), or hold a row lock a claim skipped: settle, then look again.
+          if (driver.unsettled === 0) break;
+          await driver.allSettled();
+          continue;
+        }
         if (n === 0 || driver.inFlight >= concurrency)
           await driver.waitForSlot(Math.max(1, Math.min(50, deadline - clock.now() - reserve)));
       }
@@ -376,16 +452,108 @@ export class Ratchet {
 
   // ---------------------------------------------------------- operations
 
-  /** spec §7. In this process a running task's signal aborts at once. */
+  /**
+   * spec §7, §12.5. The mark is durable and cascades to owned work; in this
+   * process running invocations of every marked task are signalled at once.
+   */
   async abort(id: TaskId): Promise<AbortResult> {
     this.#live();
-    const res = await this.store.abort(checkId(id));
-    if (res.state === "marked") {
-      for (const d of [this.#worker?.driver, ...this.#ticks])
-        d?.active(id)?.invocation.end({ kind: "aborted" });
-    }
+    await this.#flushDefinitions();
+    const { marked = [], ...res } = await this.store.abort(checkId(id));
+    this.#signal(marked);
+    this.#wakeup.notify();
     if (res.state !== "marked") for (const l of this.#settledListeners) l(id);
-    return res;
+    return res as AbortResult;
+  }
+
+  /**
+   * Aborts every live task of a scope (spec §12.5). Background subtrees are
+   * left alone unless `background: true`. Returns how many tasks were marked.
+   */
+  async abortScope(scope: string, opts: { background?: boolean } = {}): Promise<{ marked: number }> {
+    this.#live();
+    const s = checkName(scope, "scope");
+    const background = opts?.background ?? false;
+    if (typeof background !== "boolean") throw new ValidationError("abortScope background must be a boolean");
+    await this.#flushDefinitions();
+    const ids = await this.store.abortScope(s, background);
+    this.#signal(ids);
+    this.#wakeup.notify();
+    return { marked: new Set(ids).size };
+  }
+
+  /**
+   * Sends a named signal (spec §12.7). The first signal per name is kept and
+   * wakes every task waiting for it now or later; `first` is false when the
+   * name had been signalled before (the payload is then ignored).
+   */
+  async signal(name: string, payload: unknown = null): Promise<{ first: boolean; woken: number }> {
+    this.#live();
+    const n = checkName(name, "event name");
+    const text = toStorableJson(payload ?? null, `payload of signal "${n}"`, this.#o.maxPayloadBytes);
+    const r = await this.store.signal(n, text);
+    if (r.woken > 0) this.#wakeup.notify();
+    return r;
+  }
+
+  /** The task and everything it owns, as a tree (spec §12.10). At most `limit` tasks (default 1000). */
+  async tree(id: TaskId, opts: { limit?: number } = {}): Promise<TaskTree & { truncated: boolean }> {
+    this.#live();
+    const limit = opts?.limit ?? 1000;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
+      throw new ValidationError("tree limit must be an integer in [1, 100000]");
+    const rows = await this.store.subtree(checkId(id), limit);
+    if (rows.length === 0) throw new NotFoundError(`task ${id}`);
+    return buildTree(rows, limit);
+  }
+
+  /**
+   * What every live task is doing and why (spec §12.10): ready, running,
+   * waiting on which tasks or event, completing, or blocked with a reason.
+   * Writes nothing and runs no task code.
+   */
+  async inspect(opts: { limit?: number } = {}): Promise<Inspection> {
+    this.#live();
+    const limit = opts?.limit ?? 1000;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
+      throw new ValidationError("inspect limit must be an integer in [1, 100000]");
+    const rows = await this.store.inspectRows(limit);
+    return inspection(rows, this.#registry, {
+      scheduling: this.#closed ? "closing" : this.#worker ? "running" : "paused",
+      now: await this.store.now(),
+    });
+  }
+
+  /**
+   * Resolves once no live task of the scope is reachable by ordinary traversal
+   * (background subtrees do not count; blocked, waiting and completing tasks
+   * do). TimeoutError after timeoutMs (default 5 min). spec §12.10.
+   */
+  async waitForIdle(scope: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+    this.#live();
+    const s = checkName(scope, "scope");
+    const timeoutMs = opts?.timeoutMs ?? 300_000;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_MS)
+      throw new ValidationError(`waitForIdle timeoutMs must be an integer in [0, ${MAX_MS}]`);
+    const deadline = performance.now() + timeoutMs;
+    let delay = 5;
+    const local = new Wakeup();
+    const listener = () => local.notify();
+    this.#settledListeners.add(listener);
+    try {
+      for (;;) {
+        const live = await this.store.scopeLive(s);
+        if (live === 0) return;
+        const left = deadline - performance.now();
+        if (left <= 0)
+          throw new TimeoutError(`scope "${s}" still has ${live} live tasks after ${timeoutMs} ms`);
+        await local.wait(Math.min(delay, left));
+        delay = Math.min(delay * 2, 250);
+        if (this.#closed) throw new ClosedError();
+      }
+    } finally {
+      this.#settledListeners.delete(listener);
+    }
   }
 
   /** spec §6.3. */

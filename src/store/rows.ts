@@ -1,6 +1,7 @@
 import { fromJson, type StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
 import type {
+  BlockedInfo,
   EventKind,
   JobStatus,
   ListFilter,
@@ -8,6 +9,8 @@ import type {
   StepRecord,
   TaskEvent,
   TaskRecord,
+  WaitOn,
+  WaitPolicy,
 } from "./store.js";
 
 /** A row of ratchet_tasks as the drivers return it (both backends use the same column names). */
@@ -43,6 +46,19 @@ export interface TaskRow {
   started_at: number | null;
   claimed_at: number | null;
   ended_at: number | null;
+  owner_id: number | null;
+  scope: string | null;
+  background: number;
+  detached: number;
+  spawn_name: string | null;
+  held_outcome: Outcome | null;
+  wait_on: WaitOn | null;
+  wait_policy: WaitPolicy | null;
+  event_name: string | null;
+  checkpoint: string | null;
+  blocked: string | null;
+  owns: number;
+  watched: number;
 }
 
 export function toRecord(r: TaskRow): TaskRecord {
@@ -75,6 +91,17 @@ export function toRecord(r: TaskRow): TaskRecord {
     startedAt: r.started_at,
     claimedAt: r.claimed_at,
     endedAt: r.ended_at,
+    ownerId: r.owner_id ?? null,
+    scope: r.scope ?? null,
+    background: r.background === 1,
+    detached: r.detached === 1,
+    spawnName: r.spawn_name ?? null,
+    heldOutcome: r.held_outcome ?? null,
+    waitOn: r.status === "waiting" ? (r.wait_on ?? null) : null,
+    waitPolicy: r.status === "waiting" ? (r.wait_policy ?? null) : null,
+    eventName: r.status === "waiting" && r.wait_on === "event" ? (r.event_name ?? null) : null,
+    checkpoint: fromJson(r.checkpoint ?? null),
+    blocked: r.blocked ? fromJson<BlockedInfo>(r.blocked) : null,
   };
 }
 

@@ -22,6 +22,11 @@ export type TaskId = number;
 export interface Fence {
   readonly taskId: TaskId;
   readonly token: number;
+  /**
+   * "abort" for an invocation running the abort handler (spec §12.5): its
+   * writes require the abort mark instead of being refused by it.
+   */
+  readonly mode?: "run" | "abort";
 }
 
 export interface TaskRecord {
@@ -54,6 +59,35 @@ export interface TaskRecord {
   startedAt: number | null;
   claimedAt: number | null;
   endedAt: number | null;
+  // Task trees (spec §12).
+  /** The task that spawned this one; null for a task enqueued from outside. */
+  ownerId: TaskId | null;
+  /** The ownership tree's scope: given at enqueue, inherited by children; null means the task's own id. */
+  scope: string | null;
+  background: boolean;
+  /** This task or one of its owners is background: outside ordinary traversal from the scope (spec §12.2). */
+  detached: boolean;
+  spawnName: string | null;
+  /** The outcome a `completing` task holds until its owned work drained (spec §12.4). */
+  heldOutcome: Outcome | null;
+  /** What a waiting task waits for beyond needs and timers. */
+  waitOn: WaitOn | null;
+  waitPolicy: WaitPolicy | null;
+  eventName: string | null;
+  /** Phase checkpoint (spec §12.8), replaced whole at each commit. */
+  checkpoint: unknown;
+  /** Why a worker could not run it (spec §12.9). */
+  blocked: BlockedInfo | null;
+}
+
+export type WaitOn = "tasks" | "event" | "drain" | "blocked" | "abort";
+export type WaitPolicy = "allSettled" | "failFast";
+export type BlockedReason = "missing_definition" | "too_old" | "migration_failed";
+export interface BlockedInfo {
+  reason: BlockedReason;
+  error?: StoredError;
+  /** The definition version that could not take the task. */
+  version?: number;
 }
 
 /** A reference to a predecessor: an existing task, or another entry of the same batch. */
@@ -73,6 +107,16 @@ export interface NewTask {
   dedupe: string | null;
   job: string | null;
   needs: NeedRef[];
+  /** Ownership scope of a task enqueued from outside (spec §12.2); null: its own id. */
+  scope?: string | null;
+}
+
+/** A child created by a running task (spec §12.1). */
+export interface NewChild {
+  /** Unique per owner: a rerun of the owner finds the same child. */
+  spawnName: string;
+  background: boolean;
+  task: NewTask;
 }
 
 export interface EnqueueOptions {
@@ -106,7 +150,12 @@ export type Settlement =
   | { kind: "retry"; fence: Fence; delayMs: number; error: StoredError }
   | { kind: "fail"; fence: Fence; outcome: "failed" | "faulted"; error: StoredError }
   | { kind: "sleep"; fence: Fence; step: string; delayMs: number }
-  | { kind: "aborted"; fence: Fence; error: StoredError | null }
+  /**
+   * The run ended because of an abort mark. `handler`: the definition has an
+   * abort handler, so the task goes back to be claimed in abort mode once its
+   * owned work drained (spec §12.5); otherwise it ends aborted.
+   */
+  | { kind: "aborted"; fence: Fence; error: StoredError | null; handler?: boolean }
   | { kind: "release"; fence: Fence };
 
 /** ok: applied. lease_lost: the fence no longer holds. abort_marked: refused because the task has an abort mark. */
@@ -136,7 +185,11 @@ export type EventKind =
   | "abort_requested"
   | "released"
   | "retried"
-  | "lease_lost";
+  | "lease_lost"
+  | "held"
+  | "orphaned"
+  | "blocked"
+  | "migrated";
 
 export interface TaskEvent {
   taskId: TaskId;
@@ -172,7 +225,43 @@ export interface QueueStats {
   byOutcome: Partial<Record<Outcome, number>>;
 }
 
-export type AbortResult = { state: "aborted" | "marked" } | { state: "terminal"; outcome: Outcome };
+/**
+ * aborted / orphaned: ended by this call. marked: the mark is durable and the
+ * task ends later (it runs, drains owned work, or runs its abort handler).
+ * terminal: it had already ended. `marked` lists every task this call marked
+ * (the task and its cascade), so a process can signal its running invocations.
+ */
+export type AbortResult =
+  | { state: "aborted" | "marked" | "orphaned"; marked?: TaskId[] }
+  | { state: "terminal"; outcome: Outcome; marked?: TaskId[] };
+
+/** waitTasks: either every member is terminal already, or the task now waits (its invocation ends). */
+export type WaitResult = { state: "ready"; members: TaskRecord[] } | { state: "waiting" };
+
+export type EventWaitResult =
+  | { state: "signalled"; payload: unknown }
+  | { state: "timeout" }
+  | { state: "waiting" };
+
+export interface DefinitionInfo {
+  name: string;
+  version: number;
+  hasAbort: boolean;
+}
+
+export interface WaitEdge {
+  waiter: TaskId;
+  member: TaskId;
+}
+
+/** Raw material of inspect() (spec §12.10): live tasks, wait edges, and the registered definitions. */
+export interface InspectRows {
+  tasks: TaskRecord[];
+  waits: WaitEdge[];
+  definitions: DefinitionInfo[];
+  /** More live tasks exist than `limit`. */
+  truncated: boolean;
+}
 
 export interface Store {
   /** Create or migrate the schema (spec §10.1). Safe when several processes open at once. */
@@ -219,6 +308,39 @@ export interface Store {
   abort(id: TaskId): Promise<AbortResult>;
   /** Deletes up to `limit` terminal tasks that ended before now − olderThanMs. Returns how many. */
   prune(olderThanMs: number, limit: number): Promise<number>;
+
+  // ------------------------------------------------------ task trees (spec §12)
+
+  /** Creates (or finds, by owner and spawn name) a child of the fenced, unmarked task. */
+  spawn(fence: Fence, child: NewChild, opts: EnqueueOptions): Promise<{ id: TaskId; created: boolean }>;
+  /** Validates a wait (spec §12.3) and either returns the terminal members or parks the task. */
+  waitTasks(fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult>;
+  /** Consumes a signal if sent, reports a passed deadline, or parks the task until either (spec §12.7). */
+  waitEvent(fence: Fence, name: string, untilMs: number): Promise<EventWaitResult>;
+  /** Sends a named signal; the first one per name is kept (later ones change nothing). */
+  signal(name: string, payload: string): Promise<{ first: boolean; woken: number }>;
+  /** Derives marks, finalizes holds, wakes waiters (spec §12.4–§12.6); ids newly marked. */
+  reconcile(): Promise<TaskId[]>;
+  /** Marks every live task of a scope (spec §12.5); returns the ids marked. */
+  abortScope(scope: string, background: boolean): Promise<TaskId[]>;
+  /** Records the definitions a Ratchet instance registered (missing code → orphaned on abort). */
+  registerDefinitions(defs: readonly DefinitionInfo[]): Promise<void>;
+  /** The fenced task cannot run under this code: park it as blocked (spec §12.9). */
+  block(fence: Fence, info: BlockedInfo): Promise<void>;
+  /** Wakes tasks blocked for these names (a definition was registered). */
+  unblock(names: readonly string[]): Promise<number>;
+  /** Stores a migrated input (and checkpoint) with the new version, fenced. */
+  migrated(fence: Fence, version: number, input: string, checkpoint: string | null): Promise<void>;
+  /** Replaces the phase checkpoint, fenced (spec §12.8), and drops turn-prefixed steps not starting with `keep`. */
+  setCheckpoint(fence: Fence, checkpoint: string, keep: string): Promise<void>;
+  /** The task and everything it owns, transitively, in id order (bounded). */
+  subtree(id: TaskId, limit: number): Promise<TaskRecord[]>;
+  /** Live tasks of a scope that ordinary traversal reaches (background subtrees excluded). */
+  scopeLive(scope: string): Promise<number>;
+  inspectRows(limit: number): Promise<InspectRows>;
+  waitMembers(id: TaskId): Promise<TaskId[]>;
+  /** Which of these tasks carry an abort mark (a worker checks its running invocations). */
+  markedAmong(ids: readonly TaskId[]): Promise<TaskId[]>;
 
   /**
    * Optional push wake-ups (PostgreSQL LISTEN/NOTIFY): onWake is called when

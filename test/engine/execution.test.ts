@@ -308,7 +308,8 @@ forEachBackend(() => {
       });
       r = await openRatchet([t], { clock });
       const id = await r.enqueue(t);
-      await r.tick({ budgetMs: 3_600_000 });
+      // One slot: the tick itself must not reclaim the expired lease before the thief does.
+      await r.tick({ budgetMs: 3_600_000, concurrency: 1 });
       expect(seen).toEqual({ code: "RATCHET_LEASE_LOST", abortedBefore: false, abortedAfter: true });
       const rec = (await r.get(id))!;
       expect(rec.status).toBe("running");

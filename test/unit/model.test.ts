@@ -49,6 +49,16 @@ const SPEC_TABLE: [State | "new", State][] = [
   ["new", s("pending")],
   ["new", s("waiting")],
   ["new", t("upstream_failed")],
+  // Task trees (§12.3–§12.6).
+  [s("running"), { status: "completing" }],
+  [s("pending"), { status: "completing" }],
+  [s("waiting"), { status: "completing" }],
+  [{ status: "completing" }, t("completed")],
+  [{ status: "completing" }, t("failed")],
+  [{ status: "completing" }, t("aborted")],
+  [{ status: "completing" }, t("faulted")],
+  [s("pending"), t("orphaned")],
+  [s("waiting"), t("orphaned")],
 ];
 
 const key = (x: State | "new") =>
@@ -102,8 +112,13 @@ describe("model (spec §1.1–§1.2, §1.5)", () => {
     for (const to of ALL) expect(anyCause(t("completed"), to)).toBe(false);
   });
 
-  it("§1.2 the core never writes `completing` (task trees only, §12)", () => {
-    for (const from of ["new" as const, ...ALL]) expect(anyCause(from, { status: "completing" })).toBe(false);
+  it("§12.4 only `hold` writes `completing`, and only `finalize` leaves it, never to upstream_failed or orphaned", () => {
+    for (const from of ["new" as const, ...ALL])
+      for (const c of CAUSES) if (isAllowed(c, from, { status: "completing" })) expect(c).toBe("hold");
+    for (const to of ALL)
+      for (const c of CAUSES) if (isAllowed(c, { status: "completing" }, to)) expect(c).toBe("finalize");
+    expect(anyCause({ status: "completing" }, t("orphaned"))).toBe(false);
+    expect(anyCause({ status: "completing" }, t("upstream_failed"))).toBe(false);
   });
 
   it("§1.5 enqueue writes only pending, waiting or upstream_failed, and only from nothing", () => {
@@ -117,12 +132,12 @@ describe("model (spec §1.1–§1.2, §1.5)", () => {
       for (const to of ALL) expect(isAllowed(c, "new", to)).toBe(false);
   });
 
-  it("§1.1 every outcome except orphaned (task trees, §12) has a rule reaching it; nothing reaches orphaned yet", () => {
+  it("§1.1 every outcome has a rule reaching it; orphaned only by `orphan`, never from running (§12.6)", () => {
     for (const o of OUTCOMES) {
       const reached = ["new" as const, ...LIVE].some((from) => anyCause(from, t(o)));
-      // The §1.2 table has no row that ends in `orphaned`; it arrives with task trees.
-      expect(reached, o).toBe(o !== "orphaned");
+      expect(reached, o).toBe(true);
     }
+    for (const c of CAUSES) if (isAllowed(c, s("running"), t("orphaned"))) expect.unreachable(c);
   });
 
   it("§1.2 isAllowed is specific: wrong cause, wrong source or wrong target are refused", () => {

@@ -1,11 +1,38 @@
 /** Read-only commands: `ls`, `show`, `stats`, `job`. They need no definitions. */
 import type { Command } from "commander";
 import { OUTCOMES, STATUSES } from "../../core/model.js";
+import { type DerivedState, renderTree } from "../../engine/inspect.js";
 import type { ListFilter } from "../../store/store.js";
 import { option, parseId, parseInteger, parseStatusFilter } from "../args.js";
 import { iso, pairs, print, printJson, short, stateOf, table } from "../format.js";
 import { withSession } from "../session.js";
 import { renderDetails } from "../timeline.js";
+
+function describeDerived(d: DerivedState): string {
+  switch (d.state) {
+    case "ready":
+      return d.migrates ? "ready (will migrate)" : "ready";
+    case "running":
+      return d.abortHandler ? "running its abort handler" : `running on ${d.holder ?? "?"}`;
+    case "completing":
+      return `completing: holds ${d.outcome} until owned work ends`;
+    case "blocked":
+      return `blocked: ${d.reason}${d.error ? ` (${d.error.message})` : ""}`;
+    case "waiting":
+      switch (d.on.kind) {
+        case "tasks":
+          return `waiting (${d.on.policy}) on ${d.on.ids.join(", ") || "nothing live"}`;
+        case "event":
+          return `waiting for event "${d.on.name}"${d.on.until ? ` until ${iso(d.on.until)}` : ""}`;
+        case "owned_work":
+          return `aborting: waits for owned ${d.on.ids.join(", ")}`;
+        case "needs":
+          return `waiting on ${d.on.count} needs`;
+        case "timer":
+          return `waiting until ${iso(d.on.until)}`;
+      }
+  }
+}
 
 interface LsFlags {
   status?: Pick<ListFilter, "status" | "outcome">;
@@ -74,6 +101,52 @@ export function registerInspect(program: Command): void {
         const d = await s.ratchet.details(id);
         if (s.json) printJson(d);
         else print(renderDetails(d));
+      });
+    });
+
+  program
+    .command("tree")
+    .description("a task and everything it owns, as a tree (spawned children, background ones marked)")
+    .argument("<id>", "task id", option(parseId))
+    .option(
+      "--limit <n>",
+      "at most n tasks (default 1000)",
+      option((t) => parseInteger(t, "--limit", 1, 100_000)),
+    )
+    .action(async (id: number, o: { limit?: number }, cmd: Command) => {
+      await withSession(cmd, READ, async (s) => {
+        const tree = await s.ratchet.tree(id, { limit: o.limit ?? 1000 });
+        if (s.json) printJson(tree);
+        else print(renderTree(tree).join("\n") + (tree.truncated ? "\n… (more; raise --limit)" : ""));
+      });
+    });
+
+  program
+    .command("inspect")
+    .description(
+      "why each live task is where it is: ready, running, waiting on …, completing, blocked (reason)",
+    )
+    .option(
+      "--limit <n>",
+      "at most n live tasks (default 200)",
+      option((t) => parseInteger(t, "--limit", 1, 100_000)),
+    )
+    .action(async (o: { limit?: number }, cmd: Command) => {
+      await withSession(cmd, READ, async (s) => {
+        const insp = await s.ratchet.inspect({ limit: o.limit ?? 200 });
+        if (s.json) return printJson(insp);
+        if (insp.tasks.length === 0) return print("no live tasks");
+        const rows = insp.tasks.map((t) => [
+          String(t.id),
+          t.name,
+          t.scope,
+          t.status,
+          describeDerived(t.derived),
+        ]);
+        print(
+          table(["ID", "NAME", "SCOPE", "STATUS", "WHY"], rows) +
+            (insp.truncated ? "\n… (more; raise --limit)" : ""),
+        );
       });
     });
 

@@ -1,6 +1,7 @@
 /** Commands that change tasks without running them: `retry`, `abort`, `prune`. */
 import type { Command } from "commander";
-import { option, parseDuration, parseId, parseInteger } from "../args.js";
+import { NotFoundError } from "../../errors.js";
+import { option, parseDuration, parseId, parseInteger, parseJson, UsageError } from "../args.js";
 import { print, printJson, stateOf } from "../format.js";
 import { withSession } from "../session.js";
 
@@ -24,14 +25,54 @@ export function registerSteer(program: Command): void {
   program
     .command("abort")
     .description(
-      "abort a task: aborted (was not running), marked (its running attempt stops), or terminal:OUTCOME",
+      "abort a task and everything it owns: aborted, orphaned (no code), marked (it stops, drains its children, runs onAbort), or terminal:OUTCOME; with --scope every task of the task's scope (or of the named scope)",
     )
-    .argument("<id>", "task id", option(parseId))
-    .action(async (id: number, _o: unknown, cmd: Command) => {
-      await withSession(cmd, READ, async (s) => {
-        const res = await s.ratchet.abort(id);
+    .argument("[id]", "task id", option(parseId))
+    .option("--scope [name]", "abort the whole scope: the task's own, or the one named")
+    .option("--background", "with --scope: also abort background subtrees")
+    .action(
+      async (id: number | undefined, o: { scope?: string | true; background?: boolean }, cmd: Command) => {
+        await withSession(cmd, READ, async (s) => {
+          if (o.scope === undefined) {
+            if (id === undefined) throw new UsageError("abort needs a task id, or --scope NAME");
+            if (o.background) throw new UsageError("--background only applies with --scope");
+            const res = await s.ratchet.abort(id);
+            if (s.json) printJson(res);
+            else print(res.state === "terminal" ? `terminal:${res.outcome}` : res.state);
+            return;
+          }
+          let scope: string;
+          if (o.scope === true) {
+            if (id === undefined) throw new UsageError("--scope without a name needs a task id");
+            const t = await s.ratchet.get(id);
+            if (!t) throw new NotFoundError(`task ${id}`);
+            scope = t.scope ?? String(t.id);
+          } else {
+            if (id !== undefined)
+              throw new UsageError("give either a task id with --scope, or --scope NAME, not both");
+            scope = o.scope;
+          }
+          const res = await s.ratchet.abortScope(scope, { background: o.background ?? false });
+          if (s.json) printJson({ scope, ...res });
+          else print(`scope ${scope}: marked ${res.marked} task${res.marked === 1 ? "" : "s"}`);
+        });
+      },
+    );
+
+  program
+    .command("signal")
+    .description("send a named signal (wakes ctx.waitForEvent(NAME); the first signal per name is kept)")
+    .argument("<name>", "event name")
+    .argument("[payload]", "JSON payload (default null)")
+    .action(async (name: string, payload: string | undefined, _o: unknown, cmd: Command) => {
+      await withSession(cmd, {}, async (s) => {
+        const value = payload === undefined ? null : parseJson(payload, "payload");
+        const res = await s.ratchet.signal(name, value);
         if (s.json) printJson(res);
-        else print(res.state === "terminal" ? `terminal:${res.outcome}` : res.state);
+        else
+          print(
+            `${res.first ? "sent" : "already sent (kept the first payload)"}; woke ${res.woken} task${res.woken === 1 ? "" : "s"}`,
+          );
       });
     });
 

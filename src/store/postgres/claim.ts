@@ -3,6 +3,7 @@ import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
+import { finish, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
 import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_DUE, SELECT_EXPIRED, T } from "./sql.js";
@@ -64,17 +65,31 @@ export async function failDeadHolder(
     name: "AttemptsExhausted",
     message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
   };
-  const rows = await core.run<{ queue: string; dependents: number }>(
+  const rows = await core.run<{ queue: string; dependents: number; tree: boolean }>(
     c,
     `UPDATE ${T} SET status = 'terminal', outcome = 'failed',
       error = :error, ended_at = :now, lease_until = NULL, locked_by = NULL, updated_at = :now
-    WHERE id = :id AND status = 'running' AND lease_until <= :now RETURNING queue, dependents`,
+    WHERE id = :id AND status = 'running' AND lease_until <= :now AND owns = 0
+    RETURNING queue, dependents, (owner_id IS NOT NULL OR watched = 1) AS tree`,
     { id, error: JSON.stringify(error) },
   );
   const row = rows[0];
-  if (!row) return null;
+  if (!row) {
+    // A task that owns children holds its failure until they drained (spec §12.4).
+    const owner = await core.run<{ owns: number }>(
+      c,
+      `SELECT owns FROM ${T} WHERE id = :id AND status = 'running' AND lease_until <= :now`,
+      { id },
+    );
+    if (owner[0]?.owns === 1) {
+      await core.inTx(c, finish(id, "failed", null, error, attempts));
+      await core.inTx(c, reconcile([id]));
+    }
+    return null;
+  }
   await core.event(c, id, "failed", attempts, { error });
   if (row.dependents > 0) await core.cascade(c, id);
+  if (row.tree) await core.inTx(c, reconcile([id]));
   return row.queue;
 }
 

@@ -18,6 +18,10 @@ import {
   StoreError,
 } from "../../errors.js";
 import type { EventKind, Fence, TaskId, TaskRecord } from "../store.js";
+import { FenceRefused } from "../tree/ops.js";
+import { type Op, type Program, pgSql, runAsync } from "../tree/program.js";
+import { queueLive } from "./enqueue.js";
+import { releaseDependents } from "./holder.js";
 import { PG_LATEST_VERSION, PG_MIGRATIONS } from "./migrations.js";
 import { bind, type Compiled, compile } from "./named.js";
 import { T } from "./sql.js";
@@ -64,6 +68,53 @@ export const types = {
 };
 
 export class PgCore {
+  /** Runs a task-tree program (src/store/tree) in one transaction. */
+  async program<R>(p: () => Program<R>): Promise<R> {
+    return this.tx((c) => this.inTx(c, p()));
+  }
+
+  /** Runs a program inside the caller's transaction. */
+  async inTx<R>(c: Client, p: Program<R>): Promise<R> {
+    try {
+      return await runAsync(p, (op) => this.exec(c, op));
+    } catch (e) {
+      if (e instanceof FenceRefused) {
+        if (e.result === "abort_marked") throw new AbortedError(e.fence.taskId);
+        throw new LeaseLostError(e.fence.taskId, e.fence.token);
+      }
+      throw e;
+    }
+  }
+
+  async exec(c: Client, op: Op): Promise<unknown> {
+    switch (op.op) {
+      case "q":
+        return this.run(c, pgSql(op.sql), op.p);
+      case "bump":
+        await this.bumpLive(c, new Map([[op.queue, op.n]]));
+        return undefined;
+      case "event":
+        await this.event(c, op.id, op.kind, op.attempt, op.detail);
+        return undefined;
+      case "ended":
+        if (op.completed) {
+          if (await releaseDependents(this, c, op.id)) await this.notify(c);
+        } else await this.cascade(c, op.id);
+        return undefined;
+      case "lock":
+        await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-${op.key}:${this.schema}`]);
+        return undefined;
+      case "notify":
+        await this.notify(c);
+        return undefined;
+      case "live":
+        await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
+          `ratchet-queue:${this.schema}:${op.queue}`,
+        ]);
+        return queueLive(this, c, op.queue);
+    }
+  }
+
   readonly schema: string;
   readonly pool: pg.Pool;
   readonly ownPool: boolean;

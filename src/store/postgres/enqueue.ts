@@ -22,7 +22,9 @@ export async function enqueue(
   batch: readonly NewTask[],
   opts: EnqueueOptions,
 ): Promise<Enqueued[]> {
-  if (batch.every((t) => t.needs.length === 0)) return enqueueSimple(core, batch, opts);
+  // The one-round-trip functions know neither needs nor scopes; those entries take the general path.
+  if (batch.every((t) => t.needs.length === 0 && (t.scope ?? null) === null))
+    return enqueueSimple(core, batch, opts);
   return core.tx(async (c) => {
     const queues = [...new Set(batch.map((t) => t.queue))].sort();
     // Admission control is exact: enqueues of one queue serialise on its advisory lock.
@@ -84,11 +86,11 @@ export async function enqueue(
         c,
         `
         INSERT INTO ${T} (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, max_attempts,
-          run_after, wake_at, needs_pending, dedupe_key, job, created_at, updated_at, ended_at)
+          run_after, wake_at, needs_pending, dedupe_key, job, created_at, updated_at, ended_at, scope)
         SELECT :queue::text, :name::text, :version::int, :input::text, s.status, :outcome::text, :error::text, :priority::int,
           :now - :priority::bigint * 360000, :max_ms::bigint, :max_attempts::int, :now + :delay::bigint,
           CASE WHEN s.status = 'waiting' AND :pending::int = 0 THEN :now + :delay::bigint END,
-          :pending::int, :dedupe::text, :job::text, :now, :now, CASE WHEN :upstream::bigint IS NOT NULL THEN :now END
+          :pending::int, :dedupe::text, :job::text, :now, :now, CASE WHEN :upstream::bigint IS NOT NULL THEN :now END, :scope::text
         FROM (SELECT CASE WHEN :upstream::bigint IS NOT NULL THEN 'terminal'
                           WHEN :pending::int > 0 OR :delay::bigint > 0 THEN 'waiting' ELSE 'pending' END AS status) s
         ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL AND (status <> 'terminal' OR outcome = 'completed') DO NOTHING
@@ -108,6 +110,7 @@ export async function enqueue(
           upstream,
           outcome: upstream !== null ? "upstream_failed" : null,
           error: upstream !== null ? upstreamError(upstream) : null,
+          scope: t.scope ?? null,
         },
       );
       const row = rows[0];

@@ -1,8 +1,12 @@
 /** Holder writes (spec §3.7–§3.8, §4): steps, heartbeats, progress and settlements, each fenced by the claim token. */
 import { AbortedError, LeaseLostError } from "../../errors.js";
 import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import { reconcile, settleTree } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { FENCE, T } from "./sql.js";
+
+/** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
+const markOf = (f: Fence) => (f.mode === "abort" ? 1 : 0);
 
 /** spec §4.2: one step; a refusal becomes AbortedError or LeaseLostError. */
 export async function commitStep(core: PgCore, fence: Fence, name: string, result: string): Promise<void> {
@@ -21,10 +25,10 @@ export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Pr
   return core.read(async (c) => {
     const rows = await core.run<{ id: number; epoch: number }>(
       c,
-      `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[])
-                    WITH ORDINALITY AS v(id, token, name, result, ord)),
-       f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token FROM v) d
-             WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = 0
+      `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[], :marks::int[])
+                    WITH ORDINALITY AS v(id, token, name, result, mark, ord)),
+       f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token, mark FROM v) d
+             WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = d.mark
              RETURNING t.id, t.epoch, t.attempts),
        ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
                SELECT v.id, v.name, v.result, f.attempts, :now FROM v JOIN f ON f.id = v.id AND f.epoch = v.token
@@ -35,6 +39,7 @@ export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Pr
         tokens: items.map((w) => w.fence.token),
         names: items.map((w) => w.name),
         results: items.map((w) => w.result),
+        marks: items.map((w) => markOf(w.fence)),
       },
     );
     const held = new Set(rows.map((r) => `${r.id}:${r.epoch}`));
@@ -63,8 +68,8 @@ export async function heartbeat(
   await core.tx(async (c) => {
     const rows = await core.run(
       c,
-      `UPDATE ${T} SET lease_until = :now + :ms::bigint, updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id`,
-      { id: fence.taskId, token: fence.token, ms: maxMs + leaseGraceMs },
+      `UPDATE ${T} SET lease_until = :now + :ms::bigint, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING id`,
+      { id: fence.taskId, token: fence.token, ms: maxMs + leaseGraceMs, mark: markOf(fence) },
     );
     if (!rows[0]) await core.refused(c, fence);
   });
@@ -79,8 +84,8 @@ export async function progress(
   await core.tx(async (c) => {
     const rows = await core.run(
       c,
-      `UPDATE ${T} SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING id`,
-      { id: fence.taskId, token: fence.token, p: fraction, note },
+      `UPDATE ${T} SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING id`,
+      { id: fence.taskId, token: fence.token, p: fraction, note, mark: markOf(fence) },
     );
     if (!rows[0]) await core.refused(c, fence);
   });
@@ -97,7 +102,8 @@ export async function settle(core: PgCore, items: readonly Settlement[]): Promis
     const results = new Array<SettleResult>(items.length);
     // Completions (the common case) are applied by one multi-row statement; what it
     // did not match, and every other kind, goes through #settleOne.
-    const completes = order.filter(([s]) => s.kind === "complete");
+    const ended: TaskId[] = [];
+    const completes = order.filter(([s]) => s.kind === "complete" && s.fence.mode !== "abort");
     const applied = await completeMany(
       core,
       c,
@@ -107,16 +113,19 @@ export async function settle(core: PgCore, items: readonly Settlement[]): Promis
       const hit = s.kind === "complete" ? applied.get(`${s.fence.taskId}:${s.fence.token}`) : undefined;
       if (hit) {
         results[i] = "ok";
+        if (hit.tree) ended.push(s.fence.taskId);
         deltas.set(hit.queue, (deltas.get(hit.queue) ?? 0) - 1);
         if (hit.dependents > 0) wake = (await releaseDependents(core, c, s.fence.taskId)) || wake;
         continue;
       }
-      const r = await settleOne(core, c, s, deltas);
+      const r = await settleOne(core, c, s, deltas, ended);
       results[i] = r.result;
       wake ||= r.wake;
     }
     out.push(...results);
     await core.bumpLive(c, deltas);
+    // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
+    if (ended.length > 0) await core.inTx(c, reconcile(ended));
     if (wake) await core.notify(c);
     return out;
   });
@@ -127,24 +136,31 @@ export async function completeMany(
   core: PgCore,
   c: Client,
   items: Extract<Settlement, { kind: "complete" }>[],
-): Promise<Map<string, { queue: string; dependents: number }>> {
+): Promise<Map<string, { queue: string; dependents: number; tree: boolean }>> {
   /** Keyed by id:token, so two settlements of one task in a batch are told apart by their fence. */
-  const out = new Map<string, { queue: string; dependents: number }>();
+  const out = new Map<string, { queue: string; dependents: number; tree: boolean }>();
   if (items.length === 0) return out;
-  const rows = await core.run<{ id: number; token: number; queue: string; dependents: number }>(
+  const rows = await core.run<{
+    id: number;
+    token: number;
+    queue: string;
+    dependents: number;
+    tree: boolean;
+  }>(
     c,
     `UPDATE ${T} t SET status = 'terminal', outcome = 'completed', result = v.result, ended_at = :now,
        lease_until = NULL, locked_by = NULL, updated_at = :now
      FROM unnest(:ids::bigint[], :tokens::int[], :results::text[]) AS v(id, token, result)
-     WHERE t.id = v.id AND t.status = 'running' AND t.epoch = v.token AND t.abort_requested = 0
-     RETURNING t.id, v.token, t.queue, t.dependents`,
+     WHERE t.id = v.id AND t.status = 'running' AND t.epoch = v.token AND t.abort_requested = 0 AND t.owns = 0
+     RETURNING t.id, v.token, t.queue, t.dependents, (t.owner_id IS NOT NULL OR t.watched = 1) AS tree`,
     {
       ids: items.map((s) => s.fence.taskId),
       tokens: items.map((s) => s.fence.token),
       results: items.map((s) => s.result),
     },
   );
-  for (const r of rows) out.set(`${r.id}:${r.token}`, { queue: r.queue, dependents: r.dependents });
+  for (const r of rows)
+    out.set(`${r.id}:${r.token}`, { queue: r.queue, dependents: r.dependents, tree: r.tree });
   return out;
 }
 
@@ -153,11 +169,23 @@ export async function settleOne(
   c: Client,
   s: Settlement,
   deltas: Map<string, number>,
+  ended: TaskId[],
 ): Promise<{ result: SettleResult; wake: boolean }> {
+  // Abort-mode invocations and interrupted runs with an abort handler follow the tree rules (spec §12.5).
+  if (s.fence.mode === "abort" || (s.kind === "aborted" && s.handler))
+    return { result: await core.inTx(c, settleTree(s)), wake: false };
   const p = { id: s.fence.taskId, token: s.fence.token };
   const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
   const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
-  type Row = { queue: string; dependents: number; attempts: number; wake_at: number | null };
+  type Row = {
+    queue: string;
+    dependents: number;
+    attempts: number;
+    wake_at: number | null;
+    owner_id: number | null;
+    watched: number;
+  };
+  const ret = "RETURNING queue, dependents, attempts, wake_at, owner_id, watched";
   const why = async (): Promise<{ result: SettleResult; wake: boolean }> => {
     try {
       await core.refused(c, s.fence);
@@ -173,7 +201,7 @@ export async function settleOne(
         await core.run<Row>(
           c,
           `UPDATE ${T} SET status = 'terminal', outcome = 'completed', result = :result, ended_at = :now, ${end}
-        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+        WHERE ${FENCE} ${guard} AND owns = 0 ${ret}`,
           { ...p, result: s.result },
         )
       )[0];
@@ -234,7 +262,7 @@ export async function settleOne(
         await core.run<Row>(
           c,
           `UPDATE ${T} SET status = 'terminal', outcome = :outcome, error = :error, ended_at = :now, ${end}
-        WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
+        WHERE ${FENCE} ${guard} AND owns = 0 ${ret}`,
           { ...p, outcome, error: s.error ? JSON.stringify(s.error) : null },
         )
       )[0];
@@ -245,7 +273,12 @@ export async function settleOne(
       break;
     }
   }
-  if (!row) return why();
+  if (!row) {
+    const owner = await core.run<{ owns: number }>(c, `SELECT owns FROM ${T} WHERE ${FENCE}`, p);
+    if (owner[0]?.owns === 1) return { result: await core.inTx(c, settleTree(s)), wake: false };
+    return why();
+  }
+  if (row.owner_id !== null || row.watched === 1) ended.push(s.fence.taskId);
   deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
   let wake = false;
   if (row.dependents > 0) {

@@ -154,6 +154,58 @@ BEGIN
 END $$;
 `,
   },
+  {
+    version: 3,
+    sql: `
+-- Task trees (spec §12). Columns are added (not a rebuilt table) so the upgrade is cheap on a big table.
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN owner_id bigint;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN scope text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN background integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN detached integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN spawn_name text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN owns integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN watched integer NOT NULL DEFAULT 0;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN held_outcome text CHECK (held_outcome IN ('completed','failed','aborted','faulted'));
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN wait_on text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN wait_policy text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN event_name text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN checkpoint text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN blocked text;
+-- Children by owner, and idempotent spawn: a rerun of the owner finds the same child (spec §12.1).
+CREATE UNIQUE INDEX ratchet_tasks_spawn ON {s}.ratchet_tasks (owner_id, spawn_name) WHERE owner_id IS NOT NULL;
+-- Live tasks with an abort mark: the roots of cascades (spec §12.5); stays small.
+CREATE INDEX ratchet_tasks_marked ON {s}.ratchet_tasks (id) WHERE abort_requested = 1 AND status <> 'terminal';
+-- Held outcomes to finalize (spec §12.4).
+CREATE INDEX ratchet_tasks_completing ON {s}.ratchet_tasks (id) WHERE status = 'completing';
+-- Parked tasks by what they wait for: task waits, drains, events (spec §12.3, §12.7).
+CREATE INDEX ratchet_tasks_parked ON {s}.ratchet_tasks (wait_on, event_name) WHERE status = 'waiting' AND wait_on IS NOT NULL;
+-- Live tasks of a named scope (idle, abortScope).
+CREATE INDEX ratchet_tasks_scope ON {s}.ratchet_tasks (scope) WHERE scope IS NOT NULL AND status <> 'terminal';
+
+-- waitFor edges of parked waiters; deleted when the waiter wakes.
+CREATE TABLE {s}.ratchet_waits (
+  waiter_id bigint NOT NULL,
+  member_id bigint NOT NULL,
+  PRIMARY KEY (waiter_id, member_id)
+);
+CREATE INDEX ratchet_waits_member ON {s}.ratchet_waits (member_id);
+
+-- Signals (spec §12.7): the first per name is kept, so a signal sent before the wait is not lost.
+CREATE TABLE {s}.ratchet_signals (
+  name       text PRIMARY KEY,
+  payload    text NOT NULL,
+  created_at bigint NOT NULL
+);
+
+-- Definitions some Ratchet instance registered: a task whose name is not here has no code (orphaned when aborted).
+CREATE TABLE {s}.ratchet_definitions (
+  name       text PRIMARY KEY,
+  version    integer NOT NULL,
+  has_abort  integer NOT NULL,
+  updated_at bigint NOT NULL
+);
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

@@ -5,6 +5,7 @@ import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { AbortResult, TaskId, TaskRecord } from "../store.js";
+import * as tree from "../tree/ops.js";
 import type { PgCore } from "./core.js";
 import { T } from "./sql.js";
 
@@ -81,30 +82,9 @@ export async function retry(core: PgCore, id: TaskId): Promise<TaskRecord> {
   });
 }
 
+/** spec §7.1–§7.3, §12.5: the durable mark and everything it implies, in one transaction. */
 export async function abort(core: PgCore, id: TaskId): Promise<AbortResult> {
-  return core.tx(async (c) => {
-    const row = (await core.run<TaskRow>(c, `SELECT * FROM ${T} WHERE id = :id FOR UPDATE`, { id }))[0];
-    if (!row) throw new NotFoundError(`task ${id}`);
-    if (row.status === "terminal") return { state: "terminal", outcome: row.outcome! };
-    if (row.status === "running" || row.status === "completing") {
-      if (row.abort_requested === 0) {
-        await core.run(c, `UPDATE ${T} SET abort_requested = 1, updated_at = :now WHERE id = :id`, { id });
-        await core.event(c, id, "abort_requested", row.attempts, null);
-      }
-      return { state: "marked" };
-    }
-    const error: StoredError = { name: "Aborted", message: "aborted before it ran to the end" };
-    await core.run(
-      c,
-      `UPDATE ${T} SET status = 'terminal', outcome = 'aborted', abort_requested = 1, error = :error, wake_at = NULL,
-      ended_at = :now, updated_at = :now WHERE id = :id`,
-      { id, error: JSON.stringify(error) },
-    );
-    await core.event(c, id, "aborted", row.attempts, null);
-    await core.bumpLive(c, new Map([[row.queue, -1]]));
-    if (row.dependents > 0) await core.cascade(c, id);
-    return { state: "aborted" };
-  });
+  return core.program(() => tree.abort(id));
 }
 
 export async function prune(core: PgCore, olderThanMs: number, limit: number): Promise<number> {

@@ -15,13 +15,18 @@
 import type pg from "pg";
 import type {
   AbortResult,
+  BlockedInfo,
   ClaimedTask,
   ClaimRequest,
+  DefinitionInfo,
   Enqueued,
   EnqueueOptions,
+  EventWaitResult,
   Fence,
+  InspectRows,
   JobStatus,
   ListFilter,
+  NewChild,
   NewTask,
   QueueStats,
   Settlement,
@@ -32,7 +37,11 @@ import type {
   TaskEvent,
   TaskId,
   TaskRecord,
+  WaitPolicy,
+  WaitResult,
 } from "../store.js";
+import { eventStepKey } from "../tree/keys.js";
+import * as tree from "../tree/ops.js";
 import { claim, listReady } from "./claim.js";
 import { PgCore, type PostgresStoreOptions } from "./core.js";
 import { enqueue } from "./enqueue.js";
@@ -98,6 +107,32 @@ export class PostgresStore implements Store {
   retry = (id: TaskId): Promise<TaskRecord> => retry(this.core, id);
   abort = (id: TaskId): Promise<AbortResult> => abort(this.core, id);
   prune = (olderThanMs: number, limit: number): Promise<number> => prune(this.core, olderThanMs, limit);
+  // Task trees (spec §12): the shared programs of src/store/tree, one transaction each.
+  spawn = (fence: Fence, child: NewChild, opts: EnqueueOptions) =>
+    this.core.program(() => tree.spawn(fence, child, opts.maxDepth(child.task.queue)));
+  waitTasks = (fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult> =>
+    this.core.program(() => tree.waitTasks(fence, members, policy));
+  waitEvent = (fence: Fence, name: string, untilMs: number): Promise<EventWaitResult> =>
+    this.core.program(() => tree.waitEvent(fence, name, eventStepKey(name), untilMs));
+  signal = (name: string, payload: string) => this.core.program(() => tree.signal(name, payload));
+  reconcile = (): Promise<TaskId[]> => this.core.program(() => tree.reconcile(null));
+  abortScope = (scope: string, background: boolean): Promise<TaskId[]> =>
+    this.core.program(() => tree.abortScope(scope, background));
+  registerDefinitions = (defs: readonly DefinitionInfo[]): Promise<void> =>
+    this.core.program(() => tree.registerDefinitions(defs));
+  block = (fence: Fence, info: BlockedInfo): Promise<void> =>
+    this.core.program(() => tree.block(fence, info));
+  unblock = (names: readonly string[]): Promise<number> => this.core.program(() => tree.unblock(names));
+  migrated = (fence: Fence, version: number, input: string, checkpoint: string | null): Promise<void> =>
+    this.core.program(() => tree.migrated(fence, version, input, checkpoint));
+  setCheckpoint = (fence: Fence, checkpoint: string, keep: string): Promise<void> =>
+    this.core.program(() => tree.setCheckpoint(fence, checkpoint, keep));
+  subtree = (id: TaskId, limit: number): Promise<TaskRecord[]> =>
+    this.core.program(() => tree.subtree(id, limit));
+  scopeLive = (scope: string): Promise<number> => this.core.program(() => tree.scopeLive(scope));
+  inspectRows = (limit: number): Promise<InspectRows> => this.core.program(() => tree.inspectRows(limit));
+  waitMembers = (id: TaskId): Promise<TaskId[]> => this.core.program(() => tree.waitMembers(id));
+  markedAmong = (ids: readonly TaskId[]): Promise<TaskId[]> => this.core.program(() => tree.markedAmong(ids));
   subscribe = (onWake: () => void): Promise<() => Promise<void>> => subscribe(this.core, onWake);
 
   async close(): Promise<void> {

@@ -3,6 +3,7 @@ import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
+import { finish, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import {
   bindList,
@@ -81,16 +82,27 @@ function failDeadHolder(
   const row = c
     .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'failed', error = :error, ended_at = :now,
         lease_until = NULL, locked_by = NULL, updated_at = :now
-      WHERE id = :id AND status = 'running' AND lease_until <= :now RETURNING queue, dependents`)
+      WHERE id = :id AND status = 'running' AND lease_until <= :now AND owns = 0 RETURNING queue, dependents, owner_id, watched`)
     .get({
       id,
       now,
       error: JSON.stringify(error),
-    }) as { queue: string; dependents: number } | undefined;
-  if (!row) return;
+    }) as { queue: string; dependents: number; owner_id: number | null; watched: number } | undefined;
+  if (!row) {
+    // A task that owns children holds its failure until they drained (spec §12.4).
+    const owner = c
+      .s("SELECT owns FROM ratchet_tasks WHERE id = ? AND status = 'running' AND lease_until <= ?")
+      .get(id, now) as { owns: number } | undefined;
+    if (owner?.owns === 1) {
+      c.inTx(finish(id, "failed", null, error, attempts));
+      c.inTx(reconcile([id]));
+    }
+    return;
+  }
   c.event(id, now, "failed", attempts, { error });
   c.bumpLive(row.queue, -1);
   if (row.dependents > 0) c.cascade(id, now);
+  if (row.owner_id !== null || row.watched === 1) c.inTx(reconcile([id]));
 }
 
 export function listReady(c: SqliteCore, queue: string, limit: number): TaskRecord[] {

@@ -12,6 +12,9 @@ import type { Outcome } from "../../core/model.js";
 import { AbortedError, LeaseLostError, RatchetError, StoreError } from "../../errors.js";
 import type { EventKind, Fence, SettleResult, TaskId, TaskRecord } from "../store.js";
 
+import { FenceRefused } from "../tree/ops.js";
+import { type Op, type Program, runSync, sqliteParams, sqliteSql } from "../tree/program.js";
+
 export type Db = Database.Database;
 export type Stmt = Database.Statement;
 
@@ -61,6 +64,50 @@ export class SqliteCore {
 
   now(): number {
     return this.clock.now();
+  }
+
+  /** Runs a task-tree program (src/store/tree) in one IMMEDIATE transaction. */
+  program<R>(p: () => Program<R>): R {
+    return this.tx(() => this.inTx(p()));
+  }
+
+  /** Runs a program inside the caller's transaction. */
+  inTx<R>(p: Program<R>): R {
+    const now = this.now();
+    try {
+      return runSync(p, (op) => this.exec(op, now));
+    } catch (e) {
+      if (e instanceof FenceRefused) {
+        if (e.result === "abort_marked") throw new AbortedError(e.fence.taskId);
+        throw new LeaseLostError(e.fence.taskId, e.fence.token);
+      }
+      throw e;
+    }
+  }
+
+  exec(op: Op, now: number): unknown {
+    switch (op.op) {
+      case "q": {
+        const st = this.s(sqliteSql(op.sql));
+        const params = { ...sqliteParams(op.p, op.sql), now };
+        return st.reader ? st.all(params) : (st.run(params), []);
+      }
+      case "bump":
+        this.bumpLive(op.queue, op.n);
+        return undefined;
+      case "event":
+        this.event(op.id, now, op.kind, op.attempt, op.detail);
+        return undefined;
+      case "ended":
+        if (op.completed) this.releaseDependents(op.id, now);
+        else this.cascade(op.id, now);
+        return undefined;
+      case "live":
+        return this.queueLive(op.queue);
+      case "lock":
+      case "notify":
+        return undefined;
+    }
   }
 
   event(taskId: TaskId, at: number, kind: EventKind, attempt: number | null, detail: unknown): void {

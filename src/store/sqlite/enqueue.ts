@@ -18,9 +18,9 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
     const getDep = c.s("SELECT id, status, outcome, error FROM ratchet_tasks WHERE id = ?");
     const insert = c.s(`INSERT INTO ratchet_tasks
         (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, max_attempts, run_after, wake_at,
-         needs_pending, dedupe_key, job, created_at, updated_at, ended_at)
+         needs_pending, dedupe_key, job, created_at, updated_at, ended_at, scope)
         VALUES (:queue, :name, :version, :input, :status, :outcome, :error, :priority, :order_key, :max_ms, :max_attempts, :run_after,
-         :wake_at, :needs_pending, :dedupe, :job, :now, :now, :ended_at)`);
+         :wake_at, :needs_pending, :dedupe, :job, :now, :now, :ended_at, :scope)`);
     const addDep = c.s("INSERT OR IGNORE INTO ratchet_deps (needs_id, task_id) VALUES (?, ?)");
     const bumpDependents = c.s("UPDATE ratchet_tasks SET dependents = dependents + 1 WHERE id = ?");
     for (const t of batch) {
@@ -56,6 +56,7 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
         job: t.job,
         now,
         ended_at: upstream !== null ? now : null,
+        scope: t.scope ?? null,
       });
       const id = Number(info.lastInsertRowid);
       for (const n of needIds) {

@@ -1,8 +1,12 @@
 /** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
 import { fromJson } from "../../core/json.js";
 import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import { reconcile, settleTree } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import { FENCE } from "./sql.js";
+
+/** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
+export const markOf = (f: Fence) => (f.mode === "abort" ? 1 : 0);
 
 export function loadSteps(c: SqliteCore, taskId: TaskId): Map<string, unknown> {
   return c.read(() => {
@@ -20,14 +24,14 @@ export function commitSteps(c: SqliteCore, items: readonly StepWrite[]): SettleR
   return c.tx(() => {
     const now = c.now();
     const touch = c.s(
-      `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = 0 RETURNING attempts`,
+      `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING attempts`,
     );
     // OR IGNORE: repeating a commit whose acknowledgement was lost changes nothing.
     const insert = c.s(
       "INSERT OR IGNORE INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
     );
     return items.map((w) => {
-      const row = touch.get({ id: w.fence.taskId, token: w.fence.token, now }) as
+      const row = touch.get({ id: w.fence.taskId, token: w.fence.token, now, mark: markOf(w.fence) }) as
         | { attempts: number }
         | undefined;
       if (!row) return c.why(w.fence);
@@ -42,9 +46,9 @@ export function heartbeat(c: SqliteCore, fence: Fence, maxMs: number, leaseGrace
     const now = c.now();
     const r = c
       .s(
-        `UPDATE ratchet_tasks SET lease_until = :now + :ms, updated_at = :now WHERE ${FENCE} AND abort_requested = 0`,
+        `UPDATE ratchet_tasks SET lease_until = :now + :ms, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark`,
       )
-      .run({ id: fence.taskId, token: fence.token, now, ms: maxMs + leaseGraceMs });
+      .run({ id: fence.taskId, token: fence.token, now, ms: maxMs + leaseGraceMs, mark: markOf(fence) });
     if (r.changes !== 1) c.refused(fence);
   });
 }
@@ -54,9 +58,9 @@ export function progress(c: SqliteCore, fence: Fence, fraction: number, note: st
     const now = c.now();
     const r = c
       .s(
-        `UPDATE ratchet_tasks SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = 0`,
+        `UPDATE ratchet_tasks SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark`,
       )
-      .run({ id: fence.taskId, token: fence.token, now, p: fraction, note });
+      .run({ id: fence.taskId, token: fence.token, now, p: fraction, note, mark: markOf(fence) });
     if (r.changes !== 1) c.refused(fence);
   });
 }
@@ -67,23 +71,38 @@ export function settle(c: SqliteCore, items: readonly Settlement[]): SettleResul
   return c.tx(() => {
     const now = c.now();
     const deltas = new Map<string, number>();
-    const out = items.map((s) => settleOne(c, s, now, deltas));
+    const ended: TaskId[] = [];
+    const out = items.map((s) => settleOne(c, s, now, deltas, ended));
     // One counter write per queue per batch, not per task.
     for (const [queue, n] of deltas) c.bumpLive(queue, n);
+    // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
+    if (ended.length > 0) c.inTx(reconcile(ended));
     return out;
   });
 }
 
-function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string, number>): SettleResult {
+function settleOne(
+  c: SqliteCore,
+  s: Settlement,
+  now: number,
+  deltas: Map<string, number>,
+  ended: TaskId[],
+): SettleResult {
+  // Abort-mode invocations and interrupted runs with an abort handler follow the tree rules (spec §12.5).
+  if (s.fence.mode === "abort" || (s.kind === "aborted" && s.handler)) return c.inTx(settleTree(s));
   const p = { id: s.fence.taskId, token: s.fence.token, now };
   const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
   const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
-  let row: { queue: string; dependents: number; attempts: number } | undefined;
+  // `owns = 0`: a task that spawned children may have to hold its outcome (spec §12.4); see the fallback below.
+  const ret = "RETURNING queue, dependents, attempts, owner_id, watched";
+  let row:
+    | { queue: string; dependents: number; attempts: number; owner_id: number | null; watched: number }
+    | undefined;
   switch (s.kind) {
     case "complete":
       row = c
         .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = :result, ended_at = :now, ${end}
-          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+          WHERE ${FENCE} ${guard} AND owns = 0 ${ret}`)
         .get({
           ...p,
           result: s.result,
@@ -92,7 +111,7 @@ function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string
     case "retry":
       row = c
         .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, error = :error, ${end}
-          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+          WHERE ${FENCE} ${guard} ${ret}`)
         .get({
           ...p,
           delay: s.delayMs,
@@ -107,7 +126,7 @@ function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string
     case "sleep":
       row = c
         .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, attempts = attempts - 1, ${end}
-          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+          WHERE ${FENCE} ${guard} ${ret}`)
         .get({
           ...p,
           delay: s.delayMs,
@@ -122,7 +141,7 @@ function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string
       // The attempt is given back: a graceful release is not a failure (spec §8.2). The epoch is not, so the old holder stays fenced.
       row = c
         .s(`UPDATE ratchet_tasks SET status = 'pending', attempts = attempts - 1, ${end}
-          WHERE ${FENCE} RETURNING queue, dependents, attempts`)
+          WHERE ${FENCE} ${ret}`)
         .get(p) as typeof row;
       if (row) c.event(s.fence.taskId, now, "released", row.attempts + 1, null);
       return row ? "ok" : c.why(s.fence);
@@ -131,7 +150,7 @@ function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string
       const outcome = s.kind === "fail" ? s.outcome : "aborted";
       row = c
         .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = :outcome, error = :error, ended_at = :now, ${end}
-          WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts`)
+          WHERE ${FENCE} ${guard} AND owns = 0 ${ret}`)
         .get({
           ...p,
           outcome,
@@ -144,8 +163,13 @@ function settleOne(c: SqliteCore, s: Settlement, now: number, deltas: Map<string
       break;
     }
   }
-  if (!row) return c.why(s.fence);
+  if (!row) {
+    const owner = c.s(`SELECT owns FROM ratchet_tasks WHERE ${FENCE}`).get(p) as { owns: number } | undefined;
+    if (owner?.owns === 1) return c.inTx(settleTree(s));
+    return c.why(s.fence);
+  }
   // Terminal from here on.
+  if (row.owner_id !== null || row.watched === 1) ended.push(s.fence.taskId);
   deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
   if (row.dependents > 0) {
     if (s.kind === "complete") c.releaseDependents(s.fence.taskId, now);

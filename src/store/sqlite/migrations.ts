@@ -94,6 +94,58 @@ CREATE TABLE ratchet_queues (
 );
 `,
   },
+  {
+    version: 2,
+    sql: `
+-- Task trees (spec §12). Columns are added (not a rebuilt table) so the upgrade is cheap on a big table.
+ALTER TABLE ratchet_tasks ADD COLUMN owner_id INTEGER;
+ALTER TABLE ratchet_tasks ADD COLUMN scope TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN background INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ratchet_tasks ADD COLUMN detached INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ratchet_tasks ADD COLUMN spawn_name TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN owns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ratchet_tasks ADD COLUMN watched INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ratchet_tasks ADD COLUMN held_outcome TEXT CHECK (held_outcome IN ('completed','failed','aborted','faulted'));
+ALTER TABLE ratchet_tasks ADD COLUMN wait_on TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN wait_policy TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN event_name TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN checkpoint TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN blocked TEXT;
+-- Children by owner, and idempotent spawn: a rerun of the owner finds the same child (spec §12.1).
+CREATE UNIQUE INDEX ratchet_tasks_spawn ON ratchet_tasks (owner_id, spawn_name) WHERE owner_id IS NOT NULL;
+-- Live tasks with an abort mark: the roots of cascades (spec §12.5); stays small.
+CREATE INDEX ratchet_tasks_marked ON ratchet_tasks (id) WHERE abort_requested = 1 AND status <> 'terminal';
+-- Held outcomes to finalize (spec §12.4).
+CREATE INDEX ratchet_tasks_completing ON ratchet_tasks (id) WHERE status = 'completing';
+-- Parked tasks by what they wait for: task waits, drains, events (spec §12.3, §12.7).
+CREATE INDEX ratchet_tasks_parked ON ratchet_tasks (wait_on, event_name) WHERE status = 'waiting' AND wait_on IS NOT NULL;
+-- Live tasks of a named scope (idle, abortScope).
+CREATE INDEX ratchet_tasks_scope ON ratchet_tasks (scope) WHERE scope IS NOT NULL AND status <> 'terminal';
+
+-- waitFor edges of parked waiters; deleted when the waiter wakes.
+CREATE TABLE ratchet_waits (
+  waiter_id INTEGER NOT NULL,
+  member_id INTEGER NOT NULL,
+  PRIMARY KEY (waiter_id, member_id)
+) WITHOUT ROWID;
+CREATE INDEX ratchet_waits_member ON ratchet_waits (member_id);
+
+-- Signals (spec §12.7): the first per name is kept, so a signal sent before the wait is not lost.
+CREATE TABLE ratchet_signals (
+  name       TEXT PRIMARY KEY,
+  payload    TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+
+-- Definitions some Ratchet instance registered: a task whose name is not here has no code (orphaned when aborted).
+CREATE TABLE ratchet_definitions (
+  name       TEXT PRIMARY KEY,
+  version    INTEGER NOT NULL,
+  has_abort  INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

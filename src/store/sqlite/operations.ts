@@ -1,10 +1,10 @@
 /** Operator actions for the SQLite store: retry, abort and prune. spec §6.3, §7. */
 import { planRetrySubtree } from "../../core/cascade.js";
-import type { StoredError } from "../../core/json.js";
 import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { AbortResult, TaskId, TaskRecord } from "../store.js";
+import * as tree from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 
 /** spec §6.3. */
@@ -104,28 +104,9 @@ function failedRoot(c: SqliteCore, id: TaskId): TaskId | null {
   return null;
 }
 
-/** spec §7.1–§7.3. */
+/** spec §7.1–§7.3, §12.5: the durable mark and everything it implies, in one transaction. */
 export function abort(c: SqliteCore, id: TaskId): AbortResult {
-  return c.tx(() => {
-    const now = c.now();
-    const row = c.s("SELECT * FROM ratchet_tasks WHERE id = ?").get(id) as TaskRow | undefined;
-    if (!row) throw new NotFoundError(`task ${id}`);
-    if (row.status === "terminal") return { state: "terminal", outcome: row.outcome! };
-    if (row.status === "running" || row.status === "completing") {
-      if (row.abort_requested === 0) {
-        c.s("UPDATE ratchet_tasks SET abort_requested = 1, updated_at = ? WHERE id = ?").run(now, id);
-        c.event(id, now, "abort_requested", row.attempts, null);
-      }
-      return { state: "marked" };
-    }
-    const error: StoredError = { name: "Aborted", message: "aborted before it ran to the end" };
-    c.s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'aborted', abort_requested = 1, error = ?, wake_at = NULL,
-        ended_at = ?, updated_at = ? WHERE id = ?`).run(JSON.stringify(error), now, now, id);
-    c.event(id, now, "aborted", row.attempts, null);
-    c.bumpLive(row.queue, -1);
-    if (row.dependents > 0) c.cascade(id, now);
-    return { state: "aborted" };
-  });
+  return c.program(() => tree.abort(id));
 }
 
 export function prune(c: SqliteCore, olderThanMs: number, limit: number): number {

@@ -19,13 +19,18 @@ import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
 import type {
   AbortResult,
+  BlockedInfo,
   ClaimedTask,
   ClaimRequest,
+  DefinitionInfo,
   Enqueued,
   EnqueueOptions,
+  EventWaitResult,
   Fence,
+  InspectRows,
   JobStatus,
   ListFilter,
+  NewChild,
   NewTask,
   QueueStats,
   Settlement,
@@ -36,7 +41,11 @@ import type {
   TaskEvent,
   TaskId,
   TaskRecord,
+  WaitPolicy,
+  WaitResult,
 } from "../store.js";
+import { eventStepKey } from "../tree/keys.js";
+import * as tree from "../tree/ops.js";
 import * as claims from "./claim.js";
 import { type Db, SqliteCore } from "./core.js";
 import { enqueue } from "./enqueue.js";
@@ -161,6 +170,76 @@ export class SqliteStore implements Store {
 
   async prune(olderThanMs: number, limit: number): Promise<number> {
     return ops.prune(this.#c, olderThanMs, limit);
+  }
+
+  // ------------------------------------------------------------ task trees
+
+  async spawn(
+    fence: Fence,
+    child: NewChild,
+    opts: EnqueueOptions,
+  ): Promise<{ id: TaskId; created: boolean }> {
+    return this.#c.program(() => tree.spawn(fence, child, opts.maxDepth(child.task.queue)));
+  }
+
+  async waitTasks(fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult> {
+    return this.#c.program(() => tree.waitTasks(fence, members, policy));
+  }
+
+  async waitEvent(fence: Fence, name: string, untilMs: number): Promise<EventWaitResult> {
+    return this.#c.program(() => tree.waitEvent(fence, name, eventStepKey(name), untilMs));
+  }
+
+  async signal(name: string, payload: string): Promise<{ first: boolean; woken: number }> {
+    return this.#c.program(() => tree.signal(name, payload));
+  }
+
+  async reconcile(): Promise<TaskId[]> {
+    return this.#c.program(() => tree.reconcile(null));
+  }
+
+  async abortScope(scope: string, background: boolean): Promise<TaskId[]> {
+    return this.#c.program(() => tree.abortScope(scope, background));
+  }
+
+  async registerDefinitions(defs: readonly DefinitionInfo[]): Promise<void> {
+    this.#c.program(() => tree.registerDefinitions(defs));
+  }
+
+  async block(fence: Fence, info: BlockedInfo): Promise<void> {
+    this.#c.program(() => tree.block(fence, info));
+  }
+
+  async unblock(names: readonly string[]): Promise<number> {
+    return this.#c.program(() => tree.unblock(names));
+  }
+
+  async migrated(fence: Fence, version: number, input: string, checkpoint: string | null): Promise<void> {
+    this.#c.program(() => tree.migrated(fence, version, input, checkpoint));
+  }
+
+  async setCheckpoint(fence: Fence, checkpoint: string, keep: string): Promise<void> {
+    this.#c.program(() => tree.setCheckpoint(fence, checkpoint, keep));
+  }
+
+  async subtree(id: TaskId, limit: number): Promise<TaskRecord[]> {
+    return this.#c.program(() => tree.subtree(id, limit));
+  }
+
+  async scopeLive(scope: string): Promise<number> {
+    return this.#c.program(() => tree.scopeLive(scope));
+  }
+
+  async inspectRows(limit: number): Promise<InspectRows> {
+    return this.#c.program(() => tree.inspectRows(limit));
+  }
+
+  async waitMembers(id: TaskId): Promise<TaskId[]> {
+    return this.#c.program(() => tree.waitMembers(id));
+  }
+
+  async markedAmong(ids: readonly TaskId[]): Promise<TaskId[]> {
+    return this.#c.program(() => tree.markedAmong(ids));
   }
 
   // ----------------------------------------------------------------- reads

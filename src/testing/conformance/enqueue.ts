@@ -79,6 +79,18 @@ export function registerEnqueueTests(it: Define): void {
       startedAt: null,
       claimedAt: null,
       endedAt: null,
+      // Task-tree fields (spec §12) of a task enqueued from outside.
+      ownerId: null,
+      scope: null,
+      background: false,
+      detached: false,
+      spawnName: null,
+      heldOutcome: null,
+      waitOn: null,
+      waitPolicy: null,
+      eventName: null,
+      checkpoint: null,
+      blocked: null,
     });
     expect(await store.get(b)).toMatchObject({
       status: "waiting",
