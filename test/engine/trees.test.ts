@@ -498,6 +498,63 @@ forEachBackend(() => {
     });
   });
 
+  describe("retry and prune with trees", () => {
+    it("§12.5 / §6.3 retry of an owned task is refused while its owner holds an outcome or is being aborted", async () => {
+      const clock = new FakeClock(1_000_000);
+      const bad = defineTask({
+        name: "bad",
+        retry: { maxAttempts: 1 },
+        run: () => {
+          throw new Error("no");
+        },
+      });
+      const slow = defineTask({
+        name: "slow",
+        async run(ctx: TaskContext) {
+          await ctx.sleep("s", 60_000);
+        },
+      });
+      const parent = defineTask({
+        name: "parent",
+        async run(ctx: TaskContext) {
+          const b = await ctx.spawn("bad", bad);
+          await ctx.spawn("slow", slow);
+          await ctx.waitFor([b]);
+          return "decided";
+        },
+      });
+      const r = await openRatchet([bad, slow, parent], { clock });
+      const id = await r.enqueue(parent);
+      await tickUntil(r, async () => (await r.get(id))?.status === "completing");
+      const failedKid = (await r.tree(id)).children.find((c) => c.task.spawnName === "bad")!.task;
+      expect(failedKid.outcome).toBe("failed");
+      const err = await expectCode(() => r.retry(failedKid.id), "RATCHET_INVALID_STATE");
+      expect(err.message).toContain("completing");
+      expect((await r.get(failedKid.id))!.outcome).toBe("failed");
+      await tickUntil(r, () => terminal(r, id), { clock, advanceMs: 60_000 });
+      // Once the owner is terminal, its children may run again like any task (a terminal owner never cascades).
+      expect((await r.retry(failedKid.id)).status).toBe("pending");
+    });
+
+    it("§12.7 / §10.3 prune forgets signals older than the cutoff", async () => {
+      const clock = new FakeClock(1_000_000);
+      const waiter = defineTask({
+        name: "waiter",
+        async run(ctx: TaskContext) {
+          return ctx.waitForEvent("old", { timeoutMs: 1_000 });
+        },
+      });
+      const r = await openRatchet([waiter], { clock });
+      await r.signal("old", 1);
+      clock.advance(10_000);
+      await r.store.prune(5_000, 100);
+      const id = await r.enqueue(waiter);
+      await drain(r);
+      expect((await r.get(id))!.status).toBe("waiting");
+      expect((await r.signal("old", 2)).first).toBe(true);
+    });
+  });
+
   describe("events (spec §12.7)", () => {
     it("§12.7 a signal sent before the wait is not lost; one sent after wakes the task; the first signal per name wins", async () => {
       const waiter = defineTask({

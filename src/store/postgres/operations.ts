@@ -26,6 +26,7 @@ export async function retry(core: PgCore, id: TaskId): Promise<TaskRecord> {
     }
     if (!isRetryableOutcome(outcome))
       throw new InvalidStateError(`task ${id} ended ${outcome} and cannot be retried`);
+    await core.inTx(c, tree.checkRetryOwner(id, row.owner_id));
     const needs = await core.run<{ id: number; status: string; outcome: Outcome | null }>(
       c,
       `SELECT t.id, t.status, t.outcome FROM {s}.ratchet_deps d JOIN ${T} t ON t.id = d.needs_id WHERE d.task_id = :id`,
@@ -89,6 +90,7 @@ export async function abort(core: PgCore, id: TaskId): Promise<AbortResult> {
 
 export async function prune(core: PgCore, olderThanMs: number, limit: number): Promise<number> {
   return core.tx(async (c) => {
+    await core.inTx(c, tree.pruneSignals(olderThanMs));
     const ids = (
       await core.run<{ id: number }>(
         c,

@@ -26,6 +26,7 @@ export function retry(c: SqliteCore, id: TaskId): TaskRecord {
     }
     if (!isRetryableOutcome(outcome))
       throw new InvalidStateError(`task ${id} ended ${outcome} and cannot be retried`);
+    c.inTx(tree.checkRetryOwner(id, row.owner_id));
     const needs = needsWithOutcome(c, id);
     const bad = needs.find((n) => n.status === "terminal" && n.outcome !== "completed");
     if (bad)
@@ -112,6 +113,7 @@ export function abort(c: SqliteCore, id: TaskId): AbortResult {
 export function prune(c: SqliteCore, olderThanMs: number, limit: number): number {
   return c.tx(() => {
     const cutoff = c.now() - olderThanMs;
+    c.inTx(tree.pruneSignals(olderThanMs));
     const ids = (
       c
         .s(

@@ -797,3 +797,29 @@ export function* markedAmong(ids: readonly TaskId[]): Program<TaskId[]> {
   );
   return rows.map((r) => r.id);
 }
+
+/**
+ * retry(id) of an owned task (spec §12.1, §12.5): refused while its owner is
+ * being aborted or holds an outcome — new live work below it would either be
+ * aborted at once or keep a decided owner from ending.
+ */
+export function* checkRetryOwner(id: TaskId, ownerId: TaskId | null): Program<void> {
+  if (ownerId === null) return;
+  const o = yield* one<{ status: string; abort_requested: number }>(
+    `SELECT status, abort_requested FROM ${T} WHERE id = :id @share`,
+    { id: ownerId },
+  );
+  if (!o) return;
+  if (o.status === "completing" || (o.status !== "terminal" && o.abort_requested === 1))
+    throw new InvalidStateError(
+      `task ${id} is owned by task ${ownerId}, which is ${o.status === "completing" ? "completing" : "being aborted"}; it cannot get new live work`,
+    );
+}
+
+/** Signals are pruned with the tasks (spec §10.3): a signal older than the cutoff is forgotten. */
+export function* pruneSignals(olderThanMs: number): Program<number> {
+  const rows = yield* q(`DELETE FROM ${SIG} WHERE created_at < :now - CAST(:age AS bigint) RETURNING name`, {
+    age: olderThanMs,
+  });
+  return rows.length;
+}
