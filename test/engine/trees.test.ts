@@ -485,6 +485,35 @@ forEachBackend(() => {
       expect((await r.get(kidsA.bg!.id))!.outcome).toBe("completed");
     });
 
+    it("§12.5 an abort handler may sleep and retry like any code; its timers are kept, not cut short by the mark", async () => {
+      const clock = new FakeClock(1_000_000);
+      let tries = 0;
+      const t = defineTask({
+        name: "t",
+        retry: { maxAttempts: 3, baseMs: 1_000, floorMs: 1_000, factor: 1 },
+        async run(ctx: TaskContext) {
+          await ctx.sleep("work", 60_000);
+        },
+        async onAbort(ctx: TaskContext) {
+          await ctx.sleep("cooldown", 5_000);
+          if (++tries === 1) throw new Error("refund service down");
+          return "refunded";
+        },
+      });
+      const r = await openRatchet([t], { clock });
+      const id = await r.enqueue(t);
+      await drain(r);
+      expect(await r.abort(id)).toEqual({ state: "marked" });
+      await drain(r);
+      expect((await r.get(id))!).toMatchObject({ status: "waiting", waitOn: "abort" });
+      clock.advance(4_999);
+      await drain(r);
+      expect(tries).toBe(0);
+      await tickUntil(r, () => terminal(r, id), { clock, advanceMs: 1_000 });
+      expect(tries).toBe(2);
+      expect((await r.get(id))!).toMatchObject({ outcome: "aborted", result: "refunded" });
+    });
+
     it("§12.6 a task whose definition is not registered is orphaned when aborted; one with code ends aborted", async () => {
       const known = defineTask({ name: "known", run: () => 1 });
       const r = await openRatchet([known]);

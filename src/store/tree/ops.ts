@@ -358,9 +358,10 @@ function* settleFenced(s: Settlement, row: FencedRow): Program<SettleResult> {
       return "ok";
     case "sleep": {
       const w = yield* one<{ wake_at: number; attempts: number }>(
-        `UPDATE ${T} SET status = 'waiting', wake_at = :now + CAST(:delay AS bigint), attempts = attempts - 1, wait_on = NULL, ${end}
+        `UPDATE ${T} SET status = 'waiting', wake_at = :now + CAST(:delay AS bigint), attempts = attempts - 1, wait_on = :on, ${end}
          WHERE id = :id RETURNING wake_at, attempts`,
-        { id, delay: Math.round(s.delayMs) },
+        // An abort handler's own timers ('abort') are kept; any other wait of a marked task is cut short (R3).
+        { id, delay: Math.round(s.delayMs), on: abortMode ? "abort" : null },
       );
       yield* q(
         `INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at) VALUES (:id, :name, :result, :attempt, :now)
