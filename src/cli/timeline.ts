@@ -31,7 +31,17 @@ function describeError(e: unknown): string {
 }
 
 function eventText(ev: TaskEvent): string {
-  const detail = (ev.detail ?? {}) as { error?: unknown; retryAt?: number; previous?: string };
+  const detail = (ev.detail ?? {}) as {
+    error?: unknown;
+    retryAt?: number;
+    previous?: string;
+    cascade?: boolean;
+    failFast?: boolean;
+    scope?: string;
+    outcome?: string;
+    reason?: string;
+    version?: number;
+  };
   const n = ev.attempt ?? "?";
   switch (ev.kind) {
     case "attempt_failed":
@@ -42,8 +52,24 @@ function eventText(ev: TaskEvent): string {
       return `attempt ${n} released at shutdown (not counted as a failure)`;
     case "retried":
       return `retried by an operator${detail.previous ? ` (was ${detail.previous})` : ""}`;
-    case "abort_requested":
-      return `abort requested while attempt ${n} was running`;
+    case "abort_requested": {
+      const why = detail.cascade
+        ? " (cascade from its owner)"
+        : detail.failFast
+          ? " (failFast: a sibling failed)"
+          : detail.scope
+            ? ` (scope ${detail.scope} aborted)`
+            : "";
+      return `abort requested${why}${ev.attempt ? ` after ${n} attempt${ev.attempt === 1 ? "" : "s"}` : ", before it ran"}`;
+    }
+    case "held":
+      return `outcome ${detail.outcome ?? "?"} decided; held (completing) until its owned work ends`;
+    case "orphaned":
+      return `orphaned: ${describeError(detail.error)}`;
+    case "blocked":
+      return `blocked: ${detail.reason ?? "?"}${detail.error ? ` (${describeError(detail.error)})` : ""}`;
+    case "migrated":
+      return `migrated to version ${detail.version ?? "?"}`;
     case "aborted":
       return "aborted";
     case "failed":

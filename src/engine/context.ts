@@ -27,6 +27,7 @@ import type {
   SettleResult,
   StepWrite,
   Store,
+  TaskRecord,
   WaitPolicy,
   WaitResult,
 } from "../store/store.js";
@@ -77,6 +78,11 @@ export interface TaskContext {
   waitFor(ids: readonly number[], opts?: { policy?: WaitPolicy }): Promise<ChildOutcome[]>;
   /** Waits for `ratchet.signal(name, …)`, sent before or after; a timeout outcome after timeoutMs (spec §12.7). */
   waitForEvent<T = unknown>(name: string, opts?: { timeoutMs?: number }): Promise<EventOutcome<T>>;
+  /**
+   * The tasks this one spawned, in id order, as committed now. In an abort
+   * handler they are all terminal (spec §12.5), so it can see their outcomes.
+   */
+  children(): Promise<TaskRecord[]>;
 }
 
 export interface SpawnOptions {
@@ -449,6 +455,11 @@ export class Invocation implements TaskContext {
     if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
     steps.set(key, out);
     return out;
+  }
+
+  async children(): Promise<TaskRecord[]> {
+    this.#live();
+    return retryStore(() => this.#deps.store.children(this.taskId));
   }
 
   /** The phase checkpoint (spec §12.8), fenced; step keys of earlier turns (not `keep`) are dropped with it. */

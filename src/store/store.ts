@@ -333,6 +333,8 @@ export interface Store {
   migrated(fence: Fence, version: number, input: string, checkpoint: string | null): Promise<void>;
   /** Replaces the phase checkpoint, fenced (spec §12.8), and drops turn-prefixed steps not starting with `keep`. */
   setCheckpoint(fence: Fence, checkpoint: string, keep: string): Promise<void>;
+  /** The tasks `id` spawned, in id order (at most MAX_CHILDREN). */
+  children(id: TaskId): Promise<TaskRecord[]>;
   /** The task and everything it owns, transitively, in id order (bounded). */
   subtree(id: TaskId, limit: number): Promise<TaskRecord[]>;
   /** Live tasks of a scope that ordinary traversal reaches (background subtrees excluded). */

@@ -127,6 +127,7 @@ export class PostgresStore implements Store {
     this.core.program(() => tree.migrated(fence, version, input, checkpoint));
   setCheckpoint = (fence: Fence, checkpoint: string, keep: string): Promise<void> =>
     this.core.program(() => tree.setCheckpoint(fence, checkpoint, keep));
+  children = (id: TaskId): Promise<TaskRecord[]> => this.core.program(() => tree.children(id));
   subtree = (id: TaskId, limit: number): Promise<TaskRecord[]> =>
     this.core.program(() => tree.subtree(id, limit));
   scopeLive = (scope: string): Promise<number> => this.core.program(() => tree.scopeLive(scope));

@@ -222,6 +222,10 @@ export class SqliteStore implements Store {
     this.#c.program(() => tree.setCheckpoint(fence, checkpoint, keep));
   }
 
+  async children(id: TaskId): Promise<TaskRecord[]> {
+    return this.#c.program(() => tree.children(id));
+  }
+
   async subtree(id: TaskId, limit: number): Promise<TaskRecord[]> {
     return this.#c.program(() => tree.subtree(id, limit));
   }

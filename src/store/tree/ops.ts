@@ -210,7 +210,7 @@ export function* reconcile(seeds: TaskId[] | null): Program<TaskId[]> {
         changed ||= w !== "gone";
       } else if (r.status === "waiting") {
         yield* q(
-          `UPDATE ${T} SET status = 'pending', wait_on = NULL, wait_policy = NULL, wake_at = NULL, run_after = :now, updated_at = :now
+          `UPDATE ${T} SET status = 'pending', wait_on = NULL, wait_policy = NULL, wake_at = NULL, updated_at = :now
            WHERE id = :id AND status = 'waiting' AND abort_requested = 1`,
           { id: r.id },
         );
@@ -242,7 +242,7 @@ export function* reconcile(seeds: TaskId[] | null): Program<TaskId[]> {
     const only =
       seeds === null ? "" : `AND id IN (SELECT waiter_id FROM ${W} WHERE member_id IN @ids(seeds))`;
     const woken = yield* q<{ id: number }>(
-      `UPDATE ${T} SET status = 'pending', wait_on = NULL, wait_policy = NULL, run_after = :now, updated_at = :now
+      `UPDATE ${T} SET status = 'pending', wait_on = NULL, wait_policy = NULL, updated_at = :now
        WHERE status = 'waiting' AND wait_on = 'tasks' AND abort_requested = 0 ${only}
          AND NOT EXISTS (SELECT 1 FROM ${W} w JOIN ${T} m ON m.id = w.member_id
                          WHERE w.waiter_id = ${T}.id AND m.status <> 'terminal')
@@ -340,10 +340,11 @@ function* settleFenced(s: Settlement, row: FencedRow): Program<SettleResult> {
       if (s.handler && row.abort_requested === 1 && !abortMode) {
         // spec §12.5: the abort handler runs later, in a fresh invocation, once owned work drained.
         const kids = yield* hasLiveKids(id);
-        yield* q(
-          `UPDATE ${T} SET status = :status, wait_on = :on, wake_at = NULL, run_after = :now, ${end} WHERE id = :id`,
-          { id, status: kids ? "waiting" : "pending", on: kids ? "drain" : null },
-        );
+        yield* q(`UPDATE ${T} SET status = :status, wait_on = :on, wake_at = NULL, ${end} WHERE id = :id`, {
+          id,
+          status: kids ? "waiting" : "pending",
+          on: kids ? "drain" : null,
+        });
         if (!kids) yield { op: "notify" };
       } else {
         yield* finish(id, "aborted", null, s.error, row.attempts);
@@ -594,7 +595,7 @@ export function* signal(name: string, payload: string): Program<{ first: boolean
     { name, payload },
   );
   const woken = yield* q(
-    `UPDATE ${T} SET status = 'pending', wait_on = NULL, event_name = NULL, wake_at = NULL, run_after = :now, updated_at = :now
+    `UPDATE ${T} SET status = 'pending', wait_on = NULL, event_name = NULL, wake_at = NULL, updated_at = :now
      WHERE status = 'waiting' AND wait_on = 'event' AND event_name = :name RETURNING id`,
     { name },
   );
@@ -700,7 +701,7 @@ export function* unblock(names: readonly string[]): Program<number> {
   let n = 0;
   for (const name of names) {
     const rows = yield* q(
-      `UPDATE ${T} SET status = 'pending', wait_on = NULL, blocked = NULL, run_after = :now, updated_at = :now
+      `UPDATE ${T} SET status = 'pending', wait_on = NULL, blocked = NULL, updated_at = :now
        WHERE status = 'waiting' AND wait_on = 'blocked' AND name = :name RETURNING id`,
       { name },
     );
@@ -823,4 +824,12 @@ export function* pruneSignals(olderThanMs: number): Program<number> {
     age: olderThanMs,
   });
   return rows.length;
+}
+
+export function* children(id: TaskId): Program<TaskRecord[]> {
+  const rows = yield* q<TaskRow>(`SELECT * FROM ${T} WHERE owner_id = :id ORDER BY id LIMIT :limit`, {
+    id,
+    limit: MAX_CHILDREN,
+  });
+  return rows.map(toRecord);
 }
