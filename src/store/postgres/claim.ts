@@ -3,7 +3,7 @@ import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
-import { finish, reconcile } from "../tree/ops.js";
+import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
 import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_DUE, SELECT_EXPIRED, T } from "./sql.js";
@@ -21,8 +21,13 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       lease_until: number;
       attempts: number;
       max_attempts: number;
+      abort_requested: number;
+      owns: number;
     }>(c, SELECT_EXPIRED, { names: req.names, queues: req.queues, limit: req.limit });
     for (const e of expired) {
+      // A marked holder died: its abort handler waits until its owned work drained (spec §12.5).
+      if (e.abort_requested === 1 && e.owns === 1 && (await core.inTx(c, parkForDrain(e.id, e.locked_by))))
+        continue;
       if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
         const q = await failDeadHolder(core, c, e.id, e.attempts, e.locked_by);
         if (q) lost.set(q, (lost.get(q) ?? 0) - 1);

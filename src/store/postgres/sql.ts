@@ -27,7 +27,7 @@ WHERE t.id = c.id AND ${READY.replaceAll("status", "t.status").replaceAll("lease
 RETURNING t.*`;
 
 export const SELECT_EXPIRED = `
-SELECT id, locked_by, lease_until, attempts, max_attempts FROM ${T}
+SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}
 WHERE status = 'running' AND lease_until <= :now AND queue = ANY(:queues) AND name = ANY(:names)
 ORDER BY lease_until LIMIT :limit FOR UPDATE SKIP LOCKED`;
 

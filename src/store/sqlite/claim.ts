@@ -3,7 +3,7 @@ import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
-import { finish, reconcile } from "../tree/ops.js";
+import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import {
   bindList,
@@ -38,8 +38,12 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       lease_until: number;
       attempts: number;
       max_attempts: number;
+      abort_requested: number;
+      owns: number;
     }[];
     for (const e of expired) {
+      // A marked holder died: its abort handler waits until its owned work drained (spec §12.5).
+      if (e.abort_requested === 1 && e.owns === 1 && c.inTx(parkForDrain(e.id, e.locked_by))) continue;
       if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
         failDeadHolder(c, e.id, e.attempts, e.locked_by, now);
         continue;

@@ -49,7 +49,7 @@ ORDER BY order_key, id LIMIT :limit`;
 
 /** Running rows whose lease expired (index ratchet_tasks_lease), with the holder that lost them. */
 export function selectExpired(queues: number, names: number): string {
-  return `SELECT id, locked_by, lease_until, attempts, max_attempts FROM ratchet_tasks
+  return `SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ratchet_tasks
 WHERE status = 'running' AND lease_until <= :now AND queue IN ${inList("q", queues)} AND name IN ${inList("n", names)}
 ORDER BY lease_until LIMIT :limit`;
 }

@@ -381,6 +381,24 @@ function* settleFenced(s: Settlement, row: FencedRow): Program<SettleResult> {
   return "ok";
 }
 
+/**
+ * A marked task whose holder died, found at reclaim (spec §12.5): while it
+ * still owns live ordinary work it may not be claimed into its abort handler,
+ * so it parks to drain instead. Returns whether it parked.
+ */
+export function* parkForDrain(id: TaskId, previousHolder: string | null): Program<boolean> {
+  if (!(yield* hasLiveKids(id))) return false;
+  const r = yield* one<{ attempts: number }>(
+    `UPDATE ${T} SET status = 'waiting', wait_on = 'drain', wait_policy = NULL, wake_at = NULL,
+       lease_until = NULL, locked_by = NULL, updated_at = :now
+     WHERE id = :id AND status = 'running' AND abort_requested = 1 AND lease_until <= :now RETURNING attempts`,
+    { id },
+  );
+  if (!r) return false;
+  yield { op: "event", id, kind: "lease_lost", attempt: r.attempts, detail: { previousHolder, parked: "drain" } };
+  return true;
+}
+
 /** A plain (hot-path) settlement of a child or a wait member happened: its owner and waiters may move. */
 export function* afterEnd(id: TaskId): Program<TaskId[]> {
   return yield* reconcile([id]);
