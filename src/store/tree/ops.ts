@@ -395,7 +395,13 @@ export function* parkForDrain(id: TaskId, previousHolder: string | null): Progra
     { id },
   );
   if (!r) return false;
-  yield { op: "event", id, kind: "lease_lost", attempt: r.attempts, detail: { previousHolder, parked: "drain" } };
+  yield {
+    op: "event",
+    id,
+    kind: "lease_lost",
+    attempt: r.attempts,
+    detail: { previousHolder, parked: "drain" },
+  };
   return true;
 }
 
