@@ -22,7 +22,8 @@ export type ErrorCode =
   | "RATCHET_CLOSED"
   | "RATCHET_TIMEOUT"
   | "RATCHET_SCHEMA_TOO_NEW"
-  | "RATCHET_INVALID_WAIT";
+  | "RATCHET_INVALID_WAIT"
+  | "RATCHET_NO_PROGRESS";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;
@@ -65,6 +66,13 @@ export class QueueFullError extends RatchetError {
 export class WaitError extends RatchetError {
   constructor(message: string) {
     super("RATCHET_INVALID_WAIT", message);
+  }
+}
+
+/** A phase returned the checkpoint it started from: it would run for ever (spec §12.8). Ends the task `faulted`. */
+export class NoProgressError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_NO_PROGRESS", message);
   }
 }
 

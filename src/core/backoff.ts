@@ -37,7 +37,7 @@ export function backoffMs(attempt: number, p: RetryPolicy, random: Random): numb
   return Math.max(p.floorMs, Math.floor(ceiling * random()));
 }
 
-export type FailureKind = "error" | "non_retryable" | "timeout" | "unstorable_result";
+export type FailureKind = "error" | "non_retryable" | "timeout" | "unstorable_result" | "no_progress";
 
 export type FailureDecision =
   | { kind: "retry"; delayMs: number }
@@ -46,7 +46,7 @@ export type FailureDecision =
 /**
  * What happens after attempt `attempt` failed. spec §5.2–§5.5.
  * Invariant: at most `maxAttempts` claims happen; faulted only for what the
- * engine detected (a result it cannot store).
+ * engine detected (a result it cannot store, a phase without progress).
  */
 export function decideFailure(
   attempt: number,
@@ -56,6 +56,7 @@ export function decideFailure(
 ): FailureDecision {
   switch (kind) {
     case "unstorable_result":
+    case "no_progress": // spec §12.8: a phase that committed nothing new would loop for ever
       return { kind: "fail", outcome: "faulted" };
     case "non_retryable":
       return { kind: "fail", outcome: "failed" };

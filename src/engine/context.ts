@@ -117,6 +117,8 @@ export type EndReason =
   | { kind: "suspended"; step: string; delayMs: number }
   /** The store already moved the task (waitFor, waitForEvent, blocked): nothing to settle. */
   | { kind: "parked" }
+  /** A phase boundary found a different definition registered: release for it (spec §12.8). */
+  | { kind: "handover" }
   | { kind: "shutdown" };
 
 /**
@@ -131,6 +133,7 @@ const END_REASONS: Record<EndReason["kind"], RatchetError> = {
   lease_lost: new RatchetError("RATCHET_LEASE_LOST", "invocation ended: the lease was lost"),
   suspended: new RatchetError("RATCHET_CLOSED", "invocation ended: the task suspended"),
   parked: new RatchetError("RATCHET_CLOSED", "invocation ended: the task is waiting"),
+  handover: new RatchetError("RATCHET_CLOSED", "invocation ended: handed over to a new definition"),
   shutdown: new RatchetError("RATCHET_CLOSED", "invocation ended: the worker is shutting down"),
 };
 
@@ -138,6 +141,8 @@ export interface InvocationDeps {
   store: Store;
   /** Resolves a definition for ctx.spawn (a definition object is registered on first use). */
   resolve(task: TaskDefinition | string): TaskDefinition;
+  /** The definition registered for a name now, if any (for handover at phase boundaries). */
+  current(name: string): TaskDefinition | undefined;
   maxPayloadBytes: number;
   maxDepth(queue: string): number;
   steps: Batcher<StepWrite, SettleResult>;
@@ -178,7 +183,12 @@ export class Invocation implements TaskContext {
   /** Resolves with the first end reason. */
   readonly ended: Promise<EndReason>;
 
-  constructor(task: ClaimedTask, maxMs: number, deps: InvocationDeps) {
+  readonly #def: TaskDefinition | undefined;
+  readonly #version: number;
+
+  constructor(task: ClaimedTask, maxMs: number, deps: InvocationDeps, def?: TaskDefinition) {
+    this.#def = def;
+    this.#version = task.version;
     this.taskId = task.id;
     this.name = task.name;
     this.queue = task.queue;
@@ -455,6 +465,18 @@ export class Invocation implements TaskContext {
     if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
     steps.set(key, out);
     return out;
+  }
+
+  /**
+   * spec §12.8 (SEM B.11.4): at a phase boundary, is a different definition
+   * registered for this name that can take the task (same version, or higher
+   * with migrate)? Then the invocation hands over instead of running on.
+   */
+  handoverDue(): boolean {
+    const now = this.#deps.current(this.name);
+    if (!now || !this.#def || now === this.#def || this.mode !== "run") return false;
+    const stored = Math.max(this.#version, this.#def.version);
+    return now.version === stored || (now.version > stored && now.migrate !== undefined);
   }
 
   async children(): Promise<TaskRecord[]> {

@@ -11,6 +11,7 @@ import {
   DuplicateStepError,
   LeaseLostError,
   NonRetryableError,
+  NoProgressError,
   RatchetError,
   ValidationError,
 } from "../errors.js";
@@ -38,6 +39,7 @@ export interface Running {
 }
 
 function classify(err: unknown): FailureKind {
+  if (err instanceof NoProgressError) return "no_progress";
   if (err instanceof NonRetryableError || err instanceof DuplicateStepError) return "non_retryable";
   return "error";
 }
@@ -98,6 +100,9 @@ export function settlementFor(
       };
     case "parked":
       return { settlement: null, report: "suspended" };
+    case "handover":
+      // spec §12.8: give the task back (attempt included) so the next claim runs the new definition.
+      return { settlement: { kind: "release", fence }, report: "released" };
     case "lease_lost":
       return { settlement: null, report: "lost" };
     case "suspended":
@@ -161,7 +166,7 @@ async function prepare(task: ClaimedTask, def: TaskDefinition, inv: Invocation, 
 }
 
 export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDeps): Running {
-  const inv = new Invocation(task, def.maxMs, deps);
+  const inv = new Invocation(task, def.maxMs, deps, def);
   const body = async (): Promise<unknown> => {
     const ready = await prepare(task, def, inv, deps);
     if (!ready.ok || inv.isEnded) return undefined;
@@ -200,7 +205,9 @@ export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDe
     return res === "ok" ? r : "lost";
   });
   const slotFree = inv.ended.then((reason) =>
-    reason.kind === "suspended" || reason.kind === "parked" ? undefined : userDone.then(() => undefined),
+    reason.kind === "suspended" || reason.kind === "parked" || reason.kind === "handover"
+      ? undefined
+      : userDone.then(() => undefined),
   );
   return {
     invocation: inv,

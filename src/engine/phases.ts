@@ -8,7 +8,7 @@
  * so a loop of ten thousand turns keeps one checkpoint, not ten thousand steps.
  */
 import { toStorableJson } from "../core/json.js";
-import { ConfigError, NonRetryableError, ValidationError } from "../errors.js";
+import { ConfigError, NonRetryableError, NoProgressError, ValidationError } from "../errors.js";
 import type { WaitPolicy } from "../store/store.js";
 import { turnPrefix } from "../store/tree/keys.js";
 import type { ChildOutcome, Invocation, TaskContext } from "./context.js";
@@ -99,12 +99,19 @@ export function definePhases<I, S, O>(spec: PhaseSpec<I, S, O>): TaskDefinition<
             throw new ValidationError("phase wait needs task ids");
           next.wait = { ids: [...r.wait], policy: r.policy ?? "allSettled" };
         }
+        const text = toStorableJson(next, `checkpoint of phase "${r.next}"`);
+        if (text === JSON.stringify({ ...cp, turn: next.turn })) {
+          // spec §12.8: the same phase, state and wait again would loop for ever without progress.
+          throw new NoProgressError(`phase "${cp.phase}" returned the checkpoint it started from`);
+        }
         // One commit replaces the checkpoint; the effect sandwich is: commit intent, act, commit outcome.
-        await inv.saveCheckpoint(
-          toStorableJson(next, `checkpoint of phase "${r.next}"`),
-          turnPrefix(next.turn),
-        );
+        await inv.saveCheckpoint(text, turnPrefix(next.turn));
         cp = next;
+        if (inv.handoverDue()) {
+          // A new definition object was registered: the next claim runs it (and migrates if its version is higher).
+          inv.end({ kind: "handover" });
+          return new Promise<never>(() => {});
+        }
       }
     },
   });

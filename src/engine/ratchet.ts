@@ -107,6 +107,7 @@ export class Ratchet {
     this.#deps = {
       store,
       resolve: (task) => this.#resolve(task),
+      current: (name) => this.#registry.get(name),
       maxPayloadBytes: o.maxPayloadBytes,
       maxDepth: o.maxDepth,
       clock: o.clock,

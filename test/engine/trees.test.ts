@@ -661,6 +661,49 @@ forEachBackend(() => {
       expect((await r.store.steps(id)).length).toBeLessThanOrEqual(1);
     });
 
+    it("§12.8 a phase that returns the checkpoint it started from ends faulted (no durable progress)", async () => {
+      const stuck = definePhases<null, { n: number }, never>({
+        name: "stuck",
+        initial: () => ({ phase: "poll", state: { n: 1 } }),
+        phases: { poll: (_ctx, state) => ({ next: "poll", state }) },
+      });
+      const r = await openRatchet([stuck]);
+      const id = await r.enqueue(stuck, null);
+      await tickUntil(r, () => terminal(r, id));
+      const rec = (await r.get(id))!;
+      expect(rec.outcome).toBe("faulted");
+      expect(rec.error!.code).toBe("RATCHET_NO_PROGRESS");
+      expect(rec.attempts).toBe(1);
+    });
+
+    it("§12.8 a definition replaced while a phase task runs takes over at the next phase boundary", async () => {
+      const log: string[] = [];
+      let r!: Ratchet;
+      const make = (tag: string) =>
+        definePhases<null, null, string[]>({
+          name: "flow",
+          initial: () => ({ phase: "one", state: null }),
+          phases: {
+            one: () => {
+              log.push(`one:${tag}`);
+              if (tag === "a") r.register(b); // a deploy lands while the task is in phase one
+              return { next: "two", state: null };
+            },
+            two: () => {
+              log.push(`two:${tag}`);
+              return { done: log };
+            },
+          },
+        });
+      const a = make("a");
+      const b = make("b");
+      r = await openRatchet([a]);
+      const id = await r.enqueue(a, null);
+      await tickUntil(r, () => terminal(r, id));
+      expect((await r.get(id))!.result).toEqual(["one:a", "two:b"]);
+      expect((await r.store.events(id)).map((e) => e.kind)).toContain("released");
+    });
+
     it("§12.8 a phase may wait: the next phase resumes with the outcomes", async () => {
       const leaf = defineTask({ name: "leaf", run: (_c, n: number) => n + 1 });
       const flow = definePhases<null, { kids: number[] }, unknown>({
