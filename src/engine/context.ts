@@ -239,6 +239,38 @@ export class Invocation implements TaskContext {
     this.#onEnd(reason);
   }
 
+  /** A fenced store call (retried on store errors); a refusal ends this invocation. */
+  async #holder<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await retryStore(fn);
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
+  }
+
+  /**
+   * Ends the invocation because the task suspends (parked, sleeping, handed
+   * over): the caller's await never resolves, which is what frees the slot
+   * without waiting for the code. If the invocation already ended for another
+   * reason (an abort signal, a lost lease), this throws instead, so the code
+   * unwinds and its slot frees — a promise that never settles would hold it for ever.
+   */
+  #stop(reason: EndReason): Promise<never> {
+    this.#live();
+    this.end(reason);
+    return new Promise<never>(() => {});
+  }
+
+  #park(): Promise<never> {
+    return this.#stop({ kind: "parked" });
+  }
+
+  /** spec §12.8: a phase boundary found a new definition; release the task for it. */
+  handOver(): Promise<never> {
+    return this.#stop({ kind: "handover" });
+  }
+
   /** Translates a store refusal into the end of this invocation. */
   #refused(err: unknown): never {
     if (err instanceof AbortedError) this.end({ kind: "aborted" });
@@ -299,8 +331,7 @@ export class Invocation implements TaskContext {
     if (done && now >= done.until) return;
     const delayMs = done ? done.until - now : ms;
     if (!done && delayMs === 0) return;
-    this.end({ kind: "suspended", step: n, delayMs });
-    return new Promise<void>(() => {});
+    return this.#stop({ kind: "suspended", step: n, delayMs });
   }
 
   /** spec §3.8. */
@@ -366,35 +397,27 @@ export class Invocation implements TaskContext {
       this.#deps.maxPayloadBytes,
     );
     this.#live();
-    try {
-      const r = await retryStore(() =>
-        this.#deps.store.spawn(
-          this.fence,
-          {
-            spawnName: n,
-            background,
-            task: {
-              name: def.name,
-              version: def.version,
-              queue,
-              input: text,
-              priority,
-              maxMs: def.maxMs,
-              maxAttempts: def.retry.maxAttempts,
-              delayMs,
-              dedupe: null,
-              job: this.job,
-              needs: [],
-            },
-          },
-          { maxDepth: this.#deps.maxDepth },
-        ),
-      );
-      return r.id;
-    } catch (e) {
-      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
-      throw e;
-    }
+    const child = {
+      spawnName: n,
+      background,
+      task: {
+        name: def.name,
+        version: def.version,
+        queue,
+        input: text,
+        priority,
+        maxMs: def.maxMs,
+        maxAttempts: def.retry.maxAttempts,
+        delayMs,
+        dedupe: null,
+        job: this.job,
+        needs: [],
+      },
+    };
+    const r = await this.#holder(() =>
+      this.#deps.store.spawn(this.fence, child, { maxDepth: this.#deps.maxDepth }),
+    );
+    return r.id;
   }
 
   /** spec §12.3. */
@@ -410,17 +433,8 @@ export class Invocation implements TaskContext {
       throw new ValidationError(
         `waitFor policy must be "allSettled" or "failFast" (got ${describe(policy)})`,
       );
-    let r: WaitResult;
-    try {
-      r = await retryStore(() => this.#deps.store.waitTasks(this.fence, ids, policy));
-    } catch (e) {
-      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
-      throw e;
-    }
-    if (r.state === "waiting") {
-      this.end({ kind: "parked" });
-      return new Promise<never>(() => {});
-    }
+    const r = await this.#holder(() => this.#deps.store.waitTasks(this.fence, ids, policy));
+    if (r.state === "waiting") return this.#park();
     const byId = new Map(r.members.map((m) => [m.id, m]));
     return ids.map((id) => {
       const m = byId.get(id)!;
@@ -446,17 +460,8 @@ export class Invocation implements TaskContext {
     const steps = await this.#stepsLoaded();
     if (steps.has(key)) return steps.get(key) as EventOutcome<T>;
     // (event keys are not turn-prefixed: a signal name is global, so its outcome is too)
-    let r: EventWaitResult;
-    try {
-      r = await retryStore(() => this.#deps.store.waitEvent(this.fence, n, timeoutMs));
-    } catch (e) {
-      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
-      throw e;
-    }
-    if (r.state === "waiting") {
-      this.end({ kind: "parked" });
-      return new Promise<never>(() => {});
-    }
+    const r = await this.#holder(() => this.#deps.store.waitEvent(this.fence, n, timeoutMs));
+    if (r.state === "waiting") return this.#park();
     const out: EventOutcome<T> =
       r.state === "signalled" ? { kind: "signal", payload: r.payload as T } : { kind: "timeout" };
     // Memoized like a step: a rerun sees the same outcome even if the deadline moves past.
@@ -487,12 +492,7 @@ export class Invocation implements TaskContext {
   /** The phase checkpoint (spec §12.8), fenced; step keys of earlier turns (not `keep`) are dropped with it. */
   async saveCheckpoint(text: string, keep: string): Promise<void> {
     this.#live();
-    try {
-      await retryStore(() => this.#deps.store.setCheckpoint(this.fence, text, keep));
-    } catch (e) {
-      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
-      throw e;
-    }
+    await this.#holder(() => this.#deps.store.setCheckpoint(this.fence, text, keep));
   }
 
   now(): number {

@@ -109,8 +109,7 @@ export function definePhases<I, S, O>(spec: PhaseSpec<I, S, O>): TaskDefinition<
         cp = next;
         if (inv.handoverDue()) {
           // A new definition object was registered: the next claim runs it (and migrates if its version is higher).
-          inv.end({ kind: "handover" });
-          return new Promise<never>(() => {});
+          return inv.handOver();
         }
       }
     },

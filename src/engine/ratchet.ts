@@ -461,7 +461,8 @@ export class Ratchet {
     this.#live();
     await this.#flushDefinitions();
     const { marked = [], ...res } = await this.store.abort(checkId(id));
-    this.#signal(marked);
+    // The task itself too: it may have been parked or ended by this call while its code still runs here.
+    this.#signal([id, ...marked]);
     this.#wakeup.notify();
     if (res.state !== "marked") for (const l of this.#settledListeners) l(id);
     return res as AbortResult;

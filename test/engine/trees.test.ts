@@ -9,7 +9,9 @@ import type { TaskContext } from "../../src/engine/context.js";
 import { definePhases, defineTask, type Ratchet } from "../../src/index.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import type { Store } from "../../src/store/store.js";
 import {
+  createStore,
   drain,
   expectCode,
   FakeClock,
@@ -449,6 +451,48 @@ forEachBackend(() => {
       const kid = (await r.tree(id)).children[0]!.task;
       expect(kid.outcome).toBe("aborted");
       expect(await r.store.steps(kid.id)).toEqual([]);
+      expect((await r.get(id))!.outcome).toBe("aborted");
+    });
+
+    it("§12.5 an invocation aborted while its wait is being parked unwinds and frees its slot (it never hangs the tick)", async () => {
+      let r!: Ratchet;
+      const base = await createStore();
+      // The abort lands between the store parking the task and the code seeing the result.
+      const store = new Proxy(base, {
+        get(target, key) {
+          if (key === "waitTasks")
+            return async (...args: Parameters<Store["waitTasks"]>) => {
+              const res = await target.waitTasks(...args);
+              await r.abort(args[0].taskId);
+              return res;
+            };
+          const v = Reflect.get(target, key);
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+      const seen: string[] = [];
+      const slow = defineTask({
+        name: "slow",
+        async run(ctx: TaskContext) {
+          await ctx.sleep("s", 60_000);
+        },
+      });
+      const waiter = defineTask({
+        name: "waiter",
+        async run(ctx: TaskContext, other: number) {
+          try {
+            await ctx.waitFor([other]);
+          } catch (e) {
+            seen.push((e as { code: string }).code);
+            throw e;
+          }
+        },
+      });
+      r = await openRatchet([slow, waiter], { store });
+      const other = await r.enqueue(slow);
+      const id = await r.enqueue(waiter, other);
+      await drain(r); // returns: the waiter's slot was freed
+      expect(seen).toEqual(["RATCHET_ABORTED"]);
       expect((await r.get(id))!.outcome).toBe("aborted");
     });
 

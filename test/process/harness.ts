@@ -40,8 +40,9 @@ export class FixtureProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   #listeners = new Set<() => void>();
 
-  constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, ["--import", "tsx", WORKER, ...args], {
+  /** `script`: the fixture to run (default test/fixtures/worker.ts), with the same stdio protocol. */
+  constructor(args: readonly string[], script: string = WORKER) {
+    this.child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
       cwd: ROOT,
       stdio: ["pipe", "pipe", "pipe"],
     });

@@ -5,11 +5,9 @@
  * kill point and then either SIGKILLs the worker and restarts a fresh one on
  * the same store (crash run) or just lets it go on (reference run).
  */
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { Ratchet, silentLogger, type TaskRecord, type TaskTree } from "../../src/index.js";
@@ -23,7 +21,7 @@ import {
   TREE_NODE,
 } from "../fixtures/tree-tasks.js";
 import { dropSchemas, newSchemaName, PG_URL } from "../pg-available.js";
-import { ledgerLines, waitUntil } from "./harness.js";
+import { FixtureProcess, ledgerLines, waitUntil } from "./harness.js";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const WORKER = join(ROOT, "test/fixtures/tree-worker.ts");
@@ -33,99 +31,19 @@ export const TREE_GRACE_MS = 500;
 
 const ALL_POINTS: GatePoint[] = ["start", "spawned", "work", "prefail", "handler"];
 
-/** A tree-worker process spoken to over stdio (the protocol of test/fixtures/worker.ts). */
-export class TreeWorker {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly messages: Record<string, unknown>[] = [];
-  stderr = "";
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+/** A tree-worker process: the shared fixture protocol (harness.ts), plus the app name its ledger lines carry. */
+export class TreeWorker extends FixtureProcess {
   readonly appName: string;
-  #listeners = new Set<() => void>();
 
   constructor(args: readonly string[], appName: string) {
+    super(args, WORKER);
     this.appName = appName;
-    this.child = spawn(process.execPath, ["--import", "tsx", WORKER, ...args], {
-      cwd: ROOT,
-      stdio: ["pipe", "pipe", "pipe"],
-    });
-    createInterface({ input: this.child.stdout }).on("line", (line) => {
-      try {
-        this.messages.push(JSON.parse(line) as Record<string, unknown>);
-      } catch {
-        this.stderr += `(stdout) ${line}\n`;
-      }
-      for (const l of [...this.#listeners]) l();
-    });
-    this.child.stderr.setEncoding("utf8");
-    this.child.stderr.on("data", (d: string) => {
-      this.stderr += d;
-    });
-    this.child.stdin.on("error", () => {});
-    this.exited = new Promise((res) => {
-      this.child.on("exit", (code, signal) => {
-        res({ code, signal });
-        for (const l of [...this.#listeners]) l();
-      });
-    });
-  }
-
-  get pid(): number {
-    return this.child.pid!;
-  }
-
-  get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  get workerId(): string {
-    const m = this.messages.find((x) => x.type === "ready");
-    if (!m) throw new Error(`tree worker ${this.pid} is not ready yet`);
-    return String(m.workerId);
   }
 
   /** Throws (with the worker's stderr) when the process is gone. */
   assertAlive(what: string): void {
     if (!this.alive)
       throw new Error(`tree worker ${this.pid} exited before ${what}; stderr:\n${this.stderr}`);
-  }
-
-  waitFor(type: string, timeoutMs = 20_000): Promise<Record<string, unknown>> {
-    return new Promise((res, rej) => {
-      const done = (f: () => void) => {
-        clearTimeout(timer);
-        this.#listeners.delete(check);
-        f();
-      };
-      const check = () => {
-        const m = this.messages.find((x) => x.type === type);
-        if (m) return done(() => res(m));
-        if (!this.alive)
-          done(() =>
-            rej(new Error(`tree worker ${this.pid} exited before "${type}"; stderr:\n${this.stderr}`)),
-          );
-      };
-      const timer = setTimeout(
-        () =>
-          done(() => rej(new Error(`no "${type}" from tree worker ${this.pid}; stderr:\n${this.stderr}`))),
-        timeoutMs,
-      );
-      this.#listeners.add(check);
-      check();
-    });
-  }
-
-  send(cmd: "go" | "stop"): void {
-    this.child.stdin.write(`${cmd}\n`);
-  }
-
-  async stop(timeoutMs = 20_000): Promise<number | null> {
-    this.send("stop");
-    await this.waitFor("closed", timeoutMs);
-    return (await this.exited).code;
-  }
-
-  kill(): void {
-    if (this.alive) this.child.kill("SIGKILL");
   }
 }
 

@@ -102,6 +102,12 @@ export function* finish(
   return "terminal";
 }
 
+/** Logs an abort_requested event per newly marked row; returns their ids. */
+function* logMarks(rows: readonly { id: number; attempts: number }[], detail: unknown): Program<TaskId[]> {
+  for (const r of rows) yield { op: "event", id: r.id, kind: "abort_requested", attempt: r.attempts, detail };
+  return rows.map((r) => r.id);
+}
+
 interface MarkedRow {
   id: number;
   status: string;
@@ -135,16 +141,7 @@ export function* reconcile(seeds: TaskId[] | null): Program<TaskId[]> {
          UNION SELECT id FROM ${T} WHERE status = 'completing' AND held_outcome <> 'completed')
        RETURNING id, attempts`,
     );
-    for (const r of cascaded) {
-      marked.push(r.id);
-      yield {
-        op: "event",
-        id: r.id,
-        kind: "abort_requested",
-        attempt: r.attempts,
-        detail: { cascade: true },
-      };
-    }
+    marked.push(...(yield* logMarks(cascaded, { cascade: true })));
     // R2 failFast (spec §12.3): the first member that holds or ends other than completed marks the other live members.
     const scope =
       seeds === null ? "" : `AND v.id IN (SELECT waiter_id FROM ${W} WHERE member_id IN @ids(seeds))`;
@@ -158,16 +155,7 @@ export function* reconcile(seeds: TaskId[] | null): Program<TaskId[]> {
        RETURNING id, attempts`,
       seeds === null ? {} : { seeds: [...touched] },
     );
-    for (const r of ff) {
-      marked.push(r.id);
-      yield {
-        op: "event",
-        id: r.id,
-        kind: "abort_requested",
-        attempt: r.attempts,
-        detail: { failFast: true },
-      };
-    }
+    marked.push(...(yield* logMarks(ff, { failFast: true })));
     changed ||= cascaded.length > 0 || ff.length > 0;
     // R3 marked tasks that hold no worker: leave their wait, drain owned work, then run the abort
     // handler (pending, claimed in abort mode), end aborted, or end orphaned when no code can take them.
@@ -669,10 +657,9 @@ export function* abortScope(scope: string, background: boolean): Program<TaskId[
      RETURNING id, attempts`,
     m.p,
   );
-  for (const r of rows)
-    yield { op: "event", id: r.id, kind: "abort_requested", attempt: r.attempts, detail: { scope } };
-  const more = yield* reconcile(rows.map((r) => r.id));
-  return [...rows.map((r) => r.id), ...more];
+  const ids = yield* logMarks(rows, { scope });
+  const more = yield* reconcile(ids);
+  return [...ids, ...more];
 }
 
 export function* scopeLive(scope: string): Program<number> {
