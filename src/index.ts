@@ -6,7 +6,7 @@ export type { Migrated, StandardSchemaV1, TaskDefinition, TaskSpec } from "./eng
 export { defineTask } from "./engine/definition.js";
 export type { DerivedState, InspectedTask, Inspection, TaskTree, WaitingOn } from "./engine/inspect.js";
 export { renderTree } from "./engine/inspect.js";
-export type { Logger, OpenOptions } from "./engine/options.js";
+export type { Logger, OpenOptions, ScheduleDecl } from "./engine/options.js";
 export { consoleLogger, silentLogger } from "./engine/options.js";
 export type { PhaseContext, PhaseHandler, PhaseResult, PhaseSpec } from "./engine/phases.js";
 export { definePhases } from "./engine/phases.js";
@@ -19,7 +19,9 @@ export type {
   TickReport,
 } from "./engine/ratchet.js";
 export { Ratchet } from "./engine/ratchet.js";
+export type { ScheduleOptions } from "./engine/schedule.js";
 export * from "./errors.js";
+export type { MissedPolicy, ScheduleRow } from "./store/schedules.js";
 export type {
   AbortResult,
   JobStatus,

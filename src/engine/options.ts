@@ -6,6 +6,7 @@ import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
 import { describe, MAX_MS, type TaskDefinition } from "./definition.js";
+import type { ScheduleOptions } from "./schedule.js";
 
 export interface Logger {
   info(msg: string, meta?: unknown): void;
@@ -24,6 +25,8 @@ export interface OpenOptions {
   /** "sqlite:PATH" (default "sqlite:./ratchet.db"), "sqlite::memory:", or a Store. Env RATCHET_STORE is read by the CLI. */
   store?: string | Store;
   tasks?: readonly TaskDefinition[];
+  /** Schedules to create or update at open (spec §14.1); others in the store are left as they are. */
+  schedules?: readonly ScheduleDecl[];
   clock?: Clock;
   random?: Random;
   /** Lease = maxMs + leaseGraceMs (spec §3.2). Default 10 s. */
@@ -56,6 +59,13 @@ export interface OpenOptions {
   maxResultBytes?: number;
   workerId?: string;
   logger?: Logger;
+}
+
+export interface ScheduleDecl extends ScheduleOptions {
+  name: string;
+  cron: string;
+  task: TaskDefinition | string;
+  input?: unknown;
 }
 
 export interface ResolvedOptions {

@@ -15,6 +15,7 @@ import {
   UnknownTaskError,
   ValidationError,
 } from "../errors.js";
+import type { ScheduleRow } from "../store/schedules.js";
 import type {
   AbortResult,
   JobStatus,
@@ -30,12 +31,20 @@ import type {
   TaskRecord,
 } from "../store/store.js";
 import { Batcher } from "./batcher.js";
-import { checkName, describe, MAX_MS, type TaskDefinition } from "./definition.js";
+import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
 import { buildTree, type Inspection, inspection, type TaskTree } from "./inspect.js";
 import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
+import {
+  DEFAULT_GRACE_MS,
+  decideTick,
+  nextTick,
+  parseCron,
+  type ScheduleOptions,
+  tickKey,
+} from "./schedule.js";
 import { retryStore } from "./store-retry.js";
 import { Wakeup } from "./wakeup.js";
 
@@ -145,6 +154,10 @@ export class Ratchet {
       for (const def of options.tasks ?? []) r.register(def);
       await store.migrate();
       await r.#flushDefinitions();
+      for (const sc of options.schedules ?? []) {
+        const { name, cron, task, input, ...rest } = sc;
+        await r.schedule(name, cron, task, input, rest);
+      }
       // Recovery at open (spec §12.10): cascades a crash left unapplied, held outcomes to finalize, waiters to wake.
       await store.reconcile();
     } catch (err) {
@@ -308,10 +321,108 @@ export class Ratchet {
    */
   async #maintain(drivers: readonly Driver[]): Promise<void> {
     await this.#flushDefinitions();
+    await this.#fireSchedules();
     const marked = await this.store.reconcile();
     const active = drivers.flatMap((d) => d.activeIds());
     const seen = active.length ? await this.store.markedAmong(active) : [];
     this.#signal([...marked, ...seen]);
+  }
+
+  // ------------------------------------------------------------ schedules
+
+  /**
+   * Creates or replaces the schedule `name` (spec §14.1): every tick of `cron`
+   * enqueues one task of `task` with `input`. Re-declaring an unchanged cron
+   * keeps its pending tick; a changed one starts from the next tick after now.
+   */
+  async schedule(
+    name: string,
+    cron: string,
+    task: TaskDefinition | string,
+    input?: unknown,
+    opts: ScheduleOptions = {},
+  ): Promise<ScheduleRow> {
+    this.#live();
+    const n = checkName(name, "schedule name");
+    if (n.length > 100) throw new ValidationError("schedule name must be at most 100 characters");
+    if (opts === null || typeof opts !== "object")
+      throw new ValidationError("schedule options must be an object");
+    const timezone = opts.timezone ?? null;
+    if (timezone !== null && typeof timezone !== "string")
+      throw new ValidationError(`schedule timezone must be a string (got ${describe(timezone)})`);
+    const missed = opts.missed ?? "once";
+    if (missed !== "once" && missed !== "skip")
+      throw new ValidationError(`schedule missed must be "once" or "skip" (got ${describe(missed)})`);
+    const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+    if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > MAX_MS)
+      throw new ValidationError(`schedule graceMs must be an integer in [0, ${MAX_MS}]`);
+    const queue = opts.queue === undefined ? null : checkName(opts.queue, "queue");
+    const priority = opts.priority ?? null;
+    if (priority !== null && (!Number.isInteger(priority) || priority < -1000 || priority > 1000))
+      throw new ValidationError("schedule priority must be an integer in [-1000, 1000]");
+    const c = parseCron(cron, timezone);
+    const def = this.#resolve(task);
+    const value = await validateInput(def, input);
+    const text = toStorableJson(value ?? null, `input of schedule "${n}"`, this.#o.maxPayloadBytes);
+    const now = await this.store.now();
+    return this.store.upsertSchedule({
+      name: n,
+      cron,
+      timezone,
+      task: def.name,
+      input: text,
+      queue,
+      priority,
+      missed,
+      graceMs,
+      nextAt: nextTick(c, now),
+    });
+  }
+
+  /** Deletes a schedule; returns whether it existed. Tasks it already enqueued are not touched. */
+  async unschedule(name: string): Promise<boolean> {
+    this.#live();
+    return this.store.deleteSchedule(checkName(name, "schedule name"));
+  }
+
+  async schedules(): Promise<ScheduleRow[]> {
+    this.#live();
+    return this.store.listSchedules();
+  }
+
+  /**
+   * Enqueues the due ticks this process has code for (spec §14.2–§14.3): wins
+   * each tick by a conditional write, then enqueues its task under the tick's
+   * dedupe key; a tick won by a process that died before enqueueing is
+   * enqueued by the next pass (the key makes that idempotent). Returns how
+   * many tasks were enqueued.
+   */
+  async #fireSchedules(): Promise<number> {
+    const { rows, now } = await this.store.dueSchedules(100);
+    let fired = 0;
+    for (const row of rows) {
+      const def = this.#registry.get(row.task);
+      if (!def) continue; // a process with this code will fire it
+      let tick = row.firingAt;
+      if (tick === null) {
+        const d = decideTick(parseCron(row.cron, row.timezone), row, now);
+        if (!(await this.store.claimTick(row.name, row.nextAt, d.next, d.fire ? row.nextAt : null))) continue;
+        if (!d.fire) continue;
+        tick = row.nextAt;
+      }
+      const [id] = await this.enqueueMany([
+        {
+          task: def,
+          input: JSON.parse(row.input) as unknown,
+          dedupe: tickKey(row.name, tick),
+          ...(row.queue !== null ? { queue: row.queue } : {}),
+          ...(row.priority !== null ? { priority: row.priority } : {}),
+        },
+      ]);
+      await this.store.firedTick(row.name, tick, id!);
+      fired++;
+    }
+    return fired;
   }
 
   /** Ends this process's run-mode invocations of marked tasks (spec §12.5). */

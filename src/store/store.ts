@@ -15,6 +15,7 @@
  */
 import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
+import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
 
 export type TaskId = number;
 
@@ -343,6 +344,16 @@ export interface Store {
   waitMembers(id: TaskId): Promise<TaskId[]>;
   /** Which of these tasks carry an abort mark (a worker checks its running invocations). */
   markedAmong(ids: readonly TaskId[]): Promise<TaskId[]>;
+
+  // ------------------------------------------------------ schedules (spec §14)
+
+  upsertSchedule(s: ScheduleSpec): Promise<ScheduleRow>;
+  deleteSchedule(name: string): Promise<boolean>;
+  listSchedules(): Promise<ScheduleRow[]>;
+  /** Due (or half-fired) schedules and the store's "now" they were judged by. */
+  dueSchedules(limit: number): Promise<{ rows: ScheduleRow[]; now: number }>;
+  claimTick(name: string, due: number, next: number, firing: number | null): Promise<boolean>;
+  firedTick(name: string, tick: number, taskId: TaskId): Promise<void>;
 
   /**
    * Optional push wake-ups (PostgreSQL LISTEN/NOTIFY): onWake is called when

@@ -539,3 +539,29 @@ describe("ratchet CLI: task trees (spec §12)", () => {
     expect(json<{ tasks: unknown[] }>(c.run("inspect", "--json")).tasks).toEqual([]);
   });
 });
+
+describe("ratchet CLI: schedules (spec §14)", () => {
+  it("spec §14.1: schedules lists each schedule with its next tick; --json gives the rows; none prints a line", async () => {
+    const c = setup();
+    await withLibrary(c, async () => {});
+    expect(ok(c.run("schedules"))).toBe("no schedules\n");
+    await withLibrary(c, async (r) => {
+      await r.schedule("nightly", "0 3 * * *", quick, null, { timezone: "Europe/Paris", missed: "skip" });
+    });
+    const rows = json<
+      { name: string; cron: string; timezone: string; task: string; nextAt: number; missed: string }[]
+    >(c.run("schedules", "--json"));
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatchObject({
+      name: "nightly",
+      cron: "0 3 * * *",
+      timezone: "Europe/Paris",
+      task: "quick",
+      missed: "skip",
+    });
+    const text = ok(c.run("schedules"));
+    expect(text).toMatch(/^NAME\s+CRON\s+TZ\s+TASK\s+NEXT\s+LAST\s+LAST TASK\s+MISSED/);
+    expect(text).toContain("nightly");
+    expect(text).toContain(new Date(rows[0]!.nextAt).toISOString());
+  });
+});

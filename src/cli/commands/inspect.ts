@@ -151,6 +151,32 @@ export function registerInspect(program: Command): void {
     });
 
   program
+    .command("schedules")
+    .description("schedules: cron, timezone, task, next tick, last tick and the task it enqueued")
+    .action(async (_o: unknown, cmd: Command) => {
+      await withSession(cmd, READ, async (s) => {
+        const rows = await s.ratchet.schedules();
+        if (s.json) return printJson(rows);
+        if (rows.length === 0) return print("no schedules");
+        print(
+          table(
+            ["NAME", "CRON", "TZ", "TASK", "NEXT", "LAST", "LAST TASK", "MISSED"],
+            rows.map((r) => [
+              r.name,
+              r.cron,
+              r.timezone ?? "UTC",
+              r.task,
+              iso(r.nextAt),
+              r.lastAt === null ? "-" : iso(r.lastAt),
+              r.lastTask === null ? "-" : String(r.lastTask),
+              r.missed,
+            ]),
+          ),
+        );
+      });
+    });
+
+  program
     .command("stats")
     .description("tasks per queue by status and outcome")
     .action(async (_o: unknown, cmd: Command) => {

@@ -206,6 +206,31 @@ CREATE TABLE {s}.ratchet_definitions (
 );
 `,
   },
+  {
+    version: 4,
+    sql: `
+-- Schedules (spec §14.1–§14.4): one row per schedule; next_at is the first unfired tick. A worker wins a
+-- tick by a conditional write on next_at; firing_at marks a tick won but not yet enqueued (crash repair).
+CREATE TABLE {s}.ratchet_schedules (
+  name       text PRIMARY KEY,
+  cron       text NOT NULL,
+  timezone   text,
+  task       text NOT NULL,
+  input      text NOT NULL,
+  queue      text,
+  priority   integer,
+  missed     text NOT NULL CHECK (missed IN ('once','skip')),
+  grace_ms   bigint NOT NULL,
+  next_at    bigint NOT NULL,
+  firing_at  bigint,
+  last_at    bigint,
+  last_task  bigint,
+  created_at bigint NOT NULL,
+  updated_at bigint NOT NULL
+);
+CREATE INDEX ratchet_schedules_due ON {s}.ratchet_schedules (next_at);
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

@@ -13,6 +13,8 @@
  *   `subscribe` LISTENs on a dedicated connection that reconnects with backoff.
  */
 import type pg from "pg";
+import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
+import * as sched from "../schedules.js";
 import type {
   AbortResult,
   BlockedInfo,
@@ -134,6 +136,15 @@ export class PostgresStore implements Store {
   inspectRows = (limit: number): Promise<InspectRows> => this.core.program(() => tree.inspectRows(limit));
   waitMembers = (id: TaskId): Promise<TaskId[]> => this.core.program(() => tree.waitMembers(id));
   markedAmong = (ids: readonly TaskId[]): Promise<TaskId[]> => this.core.program(() => tree.markedAmong(ids));
+  upsertSchedule = (s: ScheduleSpec): Promise<ScheduleRow> =>
+    this.core.program(() => sched.upsertSchedule(s));
+  deleteSchedule = (name: string): Promise<boolean> => this.core.program(() => sched.deleteSchedule(name));
+  listSchedules = (): Promise<ScheduleRow[]> => this.core.program(() => sched.listSchedules());
+  dueSchedules = (limit: number) => this.core.program(() => sched.dueSchedules(limit));
+  claimTick = (name: string, due: number, next: number, firing: number | null): Promise<boolean> =>
+    this.core.program(() => sched.claimTick(name, due, next, firing));
+  firedTick = (name: string, tick: number, taskId: TaskId): Promise<void> =>
+    this.core.program(() => sched.firedTick(name, tick, taskId));
   subscribe = (onWake: () => void): Promise<() => Promise<void>> => subscribe(this.core, onWake);
 
   async close(): Promise<void> {

@@ -146,6 +146,31 @@ CREATE TABLE ratchet_definitions (
 );
 `,
   },
+  {
+    version: 3,
+    sql: `
+-- Schedules (spec §14.1–§14.4): one row per schedule; next_at is the first unfired tick. A worker wins a
+-- tick by a conditional write on next_at; firing_at marks a tick won but not yet enqueued (crash repair).
+CREATE TABLE ratchet_schedules (
+  name       TEXT PRIMARY KEY,
+  cron       TEXT NOT NULL,
+  timezone   TEXT,
+  task       TEXT NOT NULL,
+  input      TEXT NOT NULL,
+  queue      TEXT,
+  priority   INTEGER,
+  missed     TEXT NOT NULL CHECK (missed IN ('once','skip')),
+  grace_ms   INTEGER NOT NULL,
+  next_at    INTEGER NOT NULL,
+  firing_at  INTEGER,
+  last_at    INTEGER,
+  last_task  INTEGER,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX ratchet_schedules_due ON ratchet_schedules (next_at);
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

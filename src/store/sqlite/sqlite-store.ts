@@ -17,6 +17,8 @@
 import Database from "better-sqlite3";
 import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
+import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
+import * as sched from "../schedules.js";
 import type {
   AbortResult,
   BlockedInfo,
@@ -240,6 +242,30 @@ export class SqliteStore implements Store {
 
   async waitMembers(id: TaskId): Promise<TaskId[]> {
     return this.#c.program(() => tree.waitMembers(id));
+  }
+
+  async upsertSchedule(s: ScheduleSpec): Promise<ScheduleRow> {
+    return this.#c.program(() => sched.upsertSchedule(s));
+  }
+
+  async deleteSchedule(name: string): Promise<boolean> {
+    return this.#c.program(() => sched.deleteSchedule(name));
+  }
+
+  async listSchedules(): Promise<ScheduleRow[]> {
+    return this.#c.program(() => sched.listSchedules());
+  }
+
+  async dueSchedules(limit: number): Promise<{ rows: ScheduleRow[]; now: number }> {
+    return this.#c.program(() => sched.dueSchedules(limit));
+  }
+
+  async claimTick(name: string, due: number, next: number, firing: number | null): Promise<boolean> {
+    return this.#c.program(() => sched.claimTick(name, due, next, firing));
+  }
+
+  async firedTick(name: string, tick: number, taskId: TaskId): Promise<void> {
+    this.#c.program(() => sched.firedTick(name, tick, taskId));
   }
 
   async markedAmong(ids: readonly TaskId[]): Promise<TaskId[]> {
