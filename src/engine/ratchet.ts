@@ -35,6 +35,7 @@ import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from 
 import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
+import { type Explanation, explain } from "./explain.js";
 import { buildTree, type Inspection, inspection, type TaskTree } from "./inspect.js";
 import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
 import {
@@ -635,6 +636,18 @@ export class Ratchet {
       scheduling: this.#closed ? "closing" : this.#worker ? "running" : "paused",
       now: await this.store.now(),
     });
+  }
+
+  /**
+   * Why a task is where it is (spec §14.5), from the scheduler's side: ended,
+   * running on W until T, not due until T, waiting on …, blocked (reason),
+   * no definition registered, or due behind N tasks. Writes nothing.
+   */
+  async explain(id: TaskId): Promise<Explanation> {
+    this.#live();
+    const rows = await this.store.explainRows(checkId(id));
+    if (!rows) throw new NotFoundError(`task ${id}`);
+    return explain(rows, this.#registry.get(rows.task.name));
   }
 
   /**

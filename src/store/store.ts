@@ -250,6 +250,20 @@ export interface DefinitionInfo {
   hasAbort: boolean;
 }
 
+/** What holds a task, for explain() (spec §14.5). Lists are bounded (100). */
+export interface ExplainRows {
+  task: TaskRecord;
+  /** Pending tasks of the same queue that a claim takes first. */
+  ahead: number;
+  liveMembers: TaskId[];
+  liveChildren: TaskId[];
+  liveNeeds: TaskId[];
+  /** The definition as some Ratchet instance registered it, or null. */
+  definition: DefinitionInfo | null;
+  /** The store's clock when this was read. */
+  now: number;
+}
+
 export interface WaitEdge {
   waiter: TaskId;
   member: TaskId;
@@ -342,6 +356,7 @@ export interface Store {
   scopeLive(scope: string): Promise<number>;
   inspectRows(limit: number): Promise<InspectRows>;
   waitMembers(id: TaskId): Promise<TaskId[]>;
+  explainRows(id: TaskId): Promise<ExplainRows | null>;
   /** Which of these tasks carry an abort mark (a worker checks its running invocations). */
   markedAmong(ids: readonly TaskId[]): Promise<TaskId[]>;
 

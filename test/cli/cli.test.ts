@@ -565,3 +565,19 @@ describe("ratchet CLI: schedules (spec §14)", () => {
     expect(text).toContain(new Date(rows[0]!.nextAt).toISOString());
   });
 });
+
+describe("ratchet CLI: why (spec §14.5)", () => {
+  it("spec §14.5: why prints the reason a task is where it is; --json gives the typed reason; unknown ids exit 1", async () => {
+    const c = setup();
+    const [root] = await parents(c, [undefined]);
+    expect(ok(c.run("why", String(root)))).toMatch(
+      new RegExp(`^task ${root} \\(parent, waiting\\): waiting \\(allSettled\\) for tasks: \\d+`),
+    );
+    const e = json<{ reason: { kind: string; ids: number[] } }>(c.run("why", String(root), "--json"));
+    expect(e.reason.kind).toBe("tasks");
+    expect(e.reason.ids.length).toBeGreaterThan(0);
+    const bad = c.run("why", "987654");
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("RATCHET_NOT_FOUND");
+  });
+});

@@ -151,6 +151,20 @@ export function registerInspect(program: Command): void {
     });
 
   program
+    .command("why")
+    .description(
+      "why a task is where it is: not due until …, waiting on …, blocked, behind N tasks, running on …",
+    )
+    .argument("<id>", "task id", option(parseId))
+    .action(async (id: number, _o: unknown, cmd: Command) => {
+      await withSession(cmd, READ, async (s) => {
+        const e = await s.ratchet.explain(id);
+        if (s.json) printJson(e);
+        else print(`task ${e.id} (${e.name}, ${e.status}): ${e.text}`);
+      });
+    });
+
+  program
     .command("schedules")
     .description("schedules: cron, timezone, task, next tick, last tick and the task it enqueued")
     .action(async (_o: unknown, cmd: Command) => {

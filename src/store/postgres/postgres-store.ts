@@ -24,6 +24,7 @@ import type {
   Enqueued,
   EnqueueOptions,
   EventWaitResult,
+  ExplainRows,
   Fence,
   InspectRows,
   JobStatus,
@@ -135,6 +136,7 @@ export class PostgresStore implements Store {
   scopeLive = (scope: string): Promise<number> => this.core.program(() => tree.scopeLive(scope));
   inspectRows = (limit: number): Promise<InspectRows> => this.core.program(() => tree.inspectRows(limit));
   waitMembers = (id: TaskId): Promise<TaskId[]> => this.core.program(() => tree.waitMembers(id));
+  explainRows = (id: TaskId): Promise<ExplainRows | null> => this.core.program(() => tree.explainRows(id));
   markedAmong = (ids: readonly TaskId[]): Promise<TaskId[]> => this.core.program(() => tree.markedAmong(ids));
   upsertSchedule = (s: ScheduleSpec): Promise<ScheduleRow> =>
     this.core.program(() => sched.upsertSchedule(s));

@@ -28,6 +28,7 @@ import type {
   Enqueued,
   EnqueueOptions,
   EventWaitResult,
+  ExplainRows,
   Fence,
   InspectRows,
   JobStatus,
@@ -266,6 +267,10 @@ export class SqliteStore implements Store {
 
   async firedTick(name: string, tick: number, taskId: TaskId): Promise<void> {
     this.#c.program(() => sched.firedTick(name, tick, taskId));
+  }
+
+  async explainRows(id: TaskId): Promise<ExplainRows | null> {
+    return this.#c.program(() => tree.explainRows(id));
   }
 
   async markedAmong(ids: readonly TaskId[]): Promise<TaskId[]> {

@@ -25,6 +25,7 @@ import type {
   DefinitionInfo,
   EventKind,
   EventWaitResult,
+  ExplainRows,
   Fence,
   InspectRows,
   NewChild,
@@ -843,4 +844,47 @@ export function* children(id: TaskId): Program<TaskRecord[]> {
     limit: MAX_CHILDREN,
   });
   return rows.map(toRecord);
+}
+
+/** Raw material of explain() (spec §14.5): the task and what holds it, read in one transaction. */
+export function* explainRows(id: TaskId): Program<ExplainRows | null> {
+  const row = yield* one<TaskRow>(`SELECT * FROM ${T} WHERE id = :id`, { id });
+  if (!row) return null;
+  const task = toRecord(row);
+  const ahead =
+    row.status === "pending"
+      ? Number(
+          (yield* one<{ n: number }>(
+            `SELECT count(*) AS n FROM ${T} WHERE queue = :queue AND status = 'pending'
+               AND (order_key < :ok OR (order_key = :ok AND id < :id))`,
+            { queue: row.queue, ok: row.order_key, id },
+          ))!.n,
+        )
+      : 0;
+  const members = (yield* q<{ id: number }>(
+    `SELECT m.id FROM ${W} w JOIN ${T} m ON m.id = w.member_id WHERE w.waiter_id = :id AND m.status <> 'terminal' ORDER BY m.id LIMIT 100`,
+    { id },
+  )).map((r) => r.id);
+  const kids = (yield* q<{ id: number }>(
+    `SELECT id FROM ${T} WHERE owner_id = :id AND ${KID} ORDER BY id LIMIT 100`,
+    { id },
+  )).map((r) => r.id);
+  const needs = (yield* q<{ id: number }>(
+    `SELECT t.id FROM {s}.ratchet_deps d JOIN ${T} t ON t.id = d.needs_id WHERE d.task_id = :id AND t.status <> 'terminal' ORDER BY t.id LIMIT 100`,
+    { id },
+  )).map((r) => r.id);
+  const def = yield* one<{ name: string; version: number; has_abort: number }>(
+    `SELECT name, version, has_abort FROM ${DEF} WHERE name = :name`,
+    { name: row.name },
+  );
+  const now = yield* one<{ t: number }>("SELECT :now AS t");
+  return {
+    task,
+    ahead,
+    liveMembers: members,
+    liveChildren: kids,
+    liveNeeds: needs,
+    definition: def ? { name: def.name, version: def.version, hasAbort: def.has_abort === 1 } : null,
+    now: Number(now!.t),
+  };
 }
