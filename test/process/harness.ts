@@ -26,6 +26,9 @@ export interface WorkerArgs {
   graceMs?: number;
   pollMs?: number;
   blockStepTwo?: boolean;
+  /** Declare schedule "tick" (task "ledger") with this cron. */
+  schedule?: string;
+  maintenanceMs?: number;
 }
 
 /**
@@ -150,6 +153,8 @@ export class WorkerProcess extends FixtureProcess {
     if (args.graceMs !== undefined) argv.push("--grace", String(args.graceMs));
     if (args.pollMs !== undefined) argv.push("--poll", String(args.pollMs));
     if (args.blockStepTwo) argv.push("--block-step-two");
+    if (args.schedule !== undefined) argv.push("--schedule", args.schedule);
+    if (args.maintenanceMs !== undefined) argv.push("--maintenance", String(args.maintenanceMs));
     super(argv);
   }
 }
