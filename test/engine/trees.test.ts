@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { TaskContext } from "../../src/engine/context.js";
-import { definePhases, defineTask, type Ratchet } from "../../src/index.js";
+import { definePhases, defineTask, type Ratchet, type TaskSpec } from "../../src/index.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
@@ -29,6 +29,22 @@ async function raw(r: Ratchet, sql: string): Promise<void> {
   if (s instanceof SqliteStore) s.db.prepare(sql.replaceAll("{s}.", "")).run();
   else if (s instanceof PostgresStore) await s.pool.query(sql.replaceAll("{s}", `"${s.schema}"`));
   else throw new Error("unknown store");
+}
+
+/** A task named "slow" that sleeps `ms` (parked: no worker slot held), then returns `result`. */
+function sleeper(
+  ms: number,
+  result: unknown = null,
+  extra: Pick<TaskSpec<unknown, unknown>, "onAbort"> = {},
+) {
+  return defineTask({
+    name: "slow",
+    async run(ctx: TaskContext) {
+      await ctx.sleep("s", ms);
+      return result;
+    },
+    ...extra,
+  });
 }
 
 const terminal = async (r: Ratchet, id: number) => (await r.get(id))?.status === "terminal";
@@ -281,13 +297,7 @@ forEachBackend(() => {
   describe("completing (spec §12.4)", () => {
     it("§12.4 a finished owner holds its outcome while ordinary children live; background children do not hold it", async () => {
       const clock = new FakeClock(1_000_000);
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 10_000);
-          return "slow done";
-        },
-      });
+      const slow = sleeper(10_000, "slow done");
       const parent = defineTask({
         name: "parent",
         async run(ctx: TaskContext, bg: boolean) {
@@ -354,13 +364,7 @@ forEachBackend(() => {
 
     it("§12.4 a held outcome is final: abort on a completing task only marks it and cancels the work below", async () => {
       const clock = new FakeClock(1_000_000);
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 60_000);
-        },
-        onAbort: () => "child cleaned up",
-      });
+      const slow = sleeper(60_000, null, { onAbort: () => "child cleaned up" });
       let handler = 0;
       const parent = defineTask({
         name: "parent",
@@ -471,12 +475,7 @@ forEachBackend(() => {
         },
       });
       const seen: string[] = [];
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 60_000);
-        },
-      });
+      const slow = sleeper(60_000);
       const waiter = defineTask({
         name: "waiter",
         async run(ctx: TaskContext, other: number) {
@@ -498,13 +497,7 @@ forEachBackend(() => {
 
     it("§12.5 a background child is outside the cascade; abortScope with background reaches it", async () => {
       const clock = new FakeClock(1_000_000);
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 60_000);
-          return "slow";
-        },
-      });
+      const slow = sleeper(60_000, "slow");
       const parent = defineTask({
         name: "parent",
         async run(ctx: TaskContext) {
@@ -582,12 +575,7 @@ forEachBackend(() => {
           throw new Error("no");
         },
       });
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 60_000);
-        },
-      });
+      const slow = sleeper(60_000);
       const parent = defineTask({
         name: "parent",
         async run(ctx: TaskContext) {
@@ -827,12 +815,7 @@ forEachBackend(() => {
   describe("recovery and views (spec §12.10)", () => {
     it("§12.10 a cascade a crash left unapplied is derived again at open", async () => {
       const clock = new FakeClock(1_000_000);
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 60_000);
-        },
-      });
+      const slow = sleeper(60_000);
       const parent = defineTask({
         name: "parent",
         async run(ctx: TaskContext) {
@@ -856,13 +839,7 @@ forEachBackend(() => {
 
     it("§12.10 inspect derives each live task's state; waitForIdle waits for the scope; tree nests the subtree", async () => {
       const clock = new FakeClock(1_000_000);
-      const slow = defineTask({
-        name: "slow",
-        async run(ctx: TaskContext) {
-          await ctx.sleep("s", 1_000);
-          return 1;
-        },
-      });
+      const slow = sleeper(1_000, 1);
       const parent = defineTask({
         name: "parent",
         async run(ctx: TaskContext) {
