@@ -11,6 +11,7 @@ import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
 import {
+  aborted,
   createStore,
   drain,
   expectCode,
@@ -21,6 +22,7 @@ import {
   sharedStoreOptions,
   tickUntil,
   unlimited,
+  until,
 } from "./helpers.js";
 
 /** Runs SQL straight against the store, bypassing every rule (to stage crashes). */
@@ -493,6 +495,28 @@ forEachBackend(() => {
       await drain(r); // returns: the waiter's slot was freed
       expect(seen).toEqual(["RATCHET_ABORTED"]);
       expect((await r.get(id))!.outcome).toBe("aborted");
+    });
+
+    it("§12.5 / §12.10 a worker signals a running task marked by another process within the maintenance interval, without a commit", async () => {
+      const started = { id: 0 };
+      const quiet = defineTask({
+        name: "quiet",
+        async run(ctx: TaskContext) {
+          started.id = ctx.taskId;
+          // Never commits: only the worker's maintenance pass can tell it about the mark.
+          await aborted(ctx.signal);
+          return "stopped";
+        },
+      });
+      const r = await openRatchet([quiet], { maintenanceIntervalMs: 20, pollIntervalMs: 20 });
+      const id = await r.enqueue(quiet);
+      await r.start({ concurrency: 2 });
+      await until(() => started.id === id, "the task to start");
+      // Straight through the store, as another process would: no in-process signal.
+      expect((await r.store.abort(id)).state).toBe("marked");
+      const rec = await r.waitFor(id, { timeoutMs: 10_000 });
+      expect(rec.outcome).toBe("aborted");
+      await r.stop();
     });
 
     it("§12.5 a background child is outside the cascade; abortScope with background reaches it", async () => {
