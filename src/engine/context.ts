@@ -22,14 +22,12 @@ import {
 } from "../errors.js";
 import type {
   ClaimedTask,
-  EventWaitResult,
   Fence,
   SettleResult,
   StepWrite,
   Store,
   TaskRecord,
   WaitPolicy,
-  WaitResult,
 } from "../store/store.js";
 import { eventResultKey } from "../store/tree/keys.js";
 import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";

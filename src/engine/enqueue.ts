@@ -8,7 +8,7 @@ import { findCycle } from "../core/cycles.js";
 import { toStorableJson } from "../core/json.js";
 import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import { CycleError, RatchetError, ValidationError } from "../errors.js";
-import type { NeedRef, NewTask } from "../store/store.js";
+import type { FlowKey, NeedRef, NewTask } from "../store/store.js";
 import { checkName, describe, type TaskDefinition, validateInput } from "./definition.js";
 
 export interface EnqueueOptions {
@@ -20,6 +20,18 @@ export interface EnqueueOptions {
   delayMs?: number;
   dedupe?: string;
   job?: string;
+  /**
+   * At most one task per key and period (spec §14.6): a later enqueue with the
+   * same key in the same queue within periodMs writes nothing and returns the
+   * earlier task's id.
+   */
+  throttle?: { key: string; periodMs: number };
+  /**
+   * Coalesce a burst (spec §14.7): while the task of this key has not started,
+   * another enqueue replaces its input and moves its start to now + delayMs
+   * (never past its first enqueue + maxDelayMs) instead of adding a task.
+   */
+  debounce?: { key: string; delayMs: number; maxDelayMs?: number };
   /** Ownership scope (spec §12.2): tasks sharing it can be awaited and aborted together. Default: the task's own id. */
   scope?: string;
   /** Predecessors: task ids; a string is a `key` of the same batch or else the dedupe key of a task in the same queue; in a batch also -k (the k-th entry before). */
@@ -128,6 +140,13 @@ async function prepareEntry(
   }
   if (delayMs > 100 * 365 * 86_400_000)
     throw new ValidationError(`entry ${i}: runAfter is more than 100 years away`);
+  const flow = flowOf(e, i);
+  if (flow?.kind === "debounce") {
+    if (e.runAfter !== undefined || e.delayMs !== undefined)
+      throw new ValidationError(`entry ${i}: debounce sets the start; give no runAfter or delayMs with it`);
+    if (e.needs?.length) throw new ValidationError(`entry ${i}: a debounced task cannot have needs`);
+    delayMs = flow.delayMs;
+  }
   const needs: NeedRef[] = [];
   const local: number[] = [];
   const list = e.needs ?? [];
@@ -170,6 +189,7 @@ async function prepareEntry(
     dedupe: e.dedupe === undefined ? null : checkName(e.dedupe, `entry ${i}: dedupe`),
     job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),
     scope: e.scope === undefined ? null : checkName(e.scope, `entry ${i}: scope`),
+    flow,
     needs,
   };
   return { task, local };
@@ -195,4 +215,50 @@ function topoOrder(n: number, needs: number[][]): number[] {
   }
   if (order.length !== n) throw new RatchetError("RATCHET_CYCLE", "dependency cycle in batch");
   return order;
+}
+
+const MAX_FLOW_MS = 366 * 86_400_000;
+
+function flowMs(v: unknown, what: string, min: number): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > MAX_FLOW_MS)
+    throw new ValidationError(
+      `${what} must be an integer in [${min}, ${MAX_FLOW_MS}] ms (got ${describe(v)})`,
+    );
+  return v;
+}
+
+/** Validates throttle / debounce (one of them) into the store's form. */
+function flowOf(e: BatchEntry, i: number): FlowKey | null {
+  if (e.throttle !== undefined && e.debounce !== undefined)
+    throw new ValidationError(`entry ${i}: give throttle or debounce, not both`);
+  if (e.throttle !== undefined) {
+    const t = e.throttle;
+    if (t === null || typeof t !== "object")
+      throw new ValidationError(`entry ${i}: throttle must be { key, periodMs }`);
+    return {
+      kind: "throttle",
+      key: checkName(t.key, `entry ${i}: throttle.key`),
+      periodMs: flowMs(t.periodMs, `entry ${i}: throttle.periodMs`, 1),
+      delayMs: 0,
+      maxDelayMs: 0,
+    };
+  }
+  if (e.debounce !== undefined) {
+    const d = e.debounce;
+    if (d === null || typeof d !== "object")
+      throw new ValidationError(`entry ${i}: debounce must be { key, delayMs, maxDelayMs? }`);
+    const delayMs = flowMs(d.delayMs, `entry ${i}: debounce.delayMs`, 1);
+    const maxDelayMs =
+      d.maxDelayMs === undefined
+        ? MAX_FLOW_MS
+        : flowMs(d.maxDelayMs, `entry ${i}: debounce.maxDelayMs`, delayMs);
+    return {
+      kind: "debounce",
+      key: checkName(d.key, `entry ${i}: debounce.key`),
+      periodMs: 0,
+      delayMs,
+      maxDelayMs,
+    };
+  }
+  return null;
 }

@@ -110,6 +110,18 @@ export interface NewTask {
   needs: NeedRef[];
   /** Ownership scope of a task enqueued from outside (spec §12.2); null: its own id. */
   scope?: string | null;
+  /** Throttle or debounce key (spec §14.6–§14.7). */
+  flow?: FlowKey | null;
+}
+
+export interface FlowKey {
+  kind: "throttle" | "debounce";
+  key: string;
+  /** throttle: the period one task covers. */
+  periodMs: number;
+  /** debounce: the quiet time before the task starts, and the longest it may be pushed back. */
+  delayMs: number;
+  maxDelayMs: number;
 }
 
 /** A child created by a running task (spec §12.1). */

@@ -10,6 +10,7 @@ import {
   StoreError,
   ValidationError,
 } from "../../errors.js";
+import { flowAfter, flowBefore } from "../flow.js";
 import type { Enqueued, EnqueueOptions, NewTask, TaskRecord } from "../store.js";
 import type { Client, PgCore } from "./core.js";
 import { types, upstreamError } from "./core.js";
@@ -22,8 +23,8 @@ export async function enqueue(
   batch: readonly NewTask[],
   opts: EnqueueOptions,
 ): Promise<Enqueued[]> {
-  // The one-round-trip functions know neither needs nor scopes; those entries take the general path.
-  if (batch.every((t) => t.needs.length === 0 && (t.scope ?? null) === null))
+  // The one-round-trip functions know neither needs, scopes nor flow keys; those entries take the general path.
+  if (batch.every((t) => t.needs.length === 0 && (t.scope ?? null) === null && !t.flow))
     return enqueueSimple(core, batch, opts);
   return core.tx(async (c) => {
     const queues = [...new Set(batch.map((t) => t.queue))].sort();
@@ -34,6 +35,14 @@ export async function enqueue(
     const added = new Map<string, number>();
     let anyPending = false;
     for (const t of batch) {
+      if (t.flow) {
+        // spec §14.6–§14.7: a throttled or debounced call may resolve to an existing task.
+        const hit = await core.inTx(c, flowBefore(t.queue, t.flow, t.input));
+        if (hit) {
+          out.push({ id: hit.id, deduped: true, status: hit.status });
+          continue;
+        }
+      }
       const needIds: number[] = [];
       for (const ref of t.needs) {
         let id: number | undefined;
@@ -131,6 +140,7 @@ export async function enqueue(
           needs: needIds,
         });
       }
+      if (t.flow) await core.inTx(c, flowAfter(t.queue, t.flow, row.id));
       if (row.status !== "terminal") added.set(t.queue, (added.get(t.queue) ?? 0) + 1);
       if (row.status === "pending") anyPending = true;
       out.push({ id: row.id, deduped: false, status: row.status });

@@ -231,6 +231,22 @@ CREATE TABLE {s}.ratchet_schedules (
 CREATE INDEX ratchet_schedules_due ON {s}.ratchet_schedules (next_at);
 `,
   },
+  {
+    version: 5,
+    sql: `
+-- Throttle and debounce keys (spec §14.6–§14.7): the task a key currently stands for, when the key was
+-- last used, and when its debounce window opened.
+CREATE TABLE {s}.ratchet_flow_keys (
+  queue    text NOT NULL,
+  kind     text NOT NULL CHECK (kind IN ('throttle','debounce')),
+  key      text NOT NULL,
+  task_id  bigint NOT NULL,
+  at       bigint NOT NULL,
+  first_at bigint NOT NULL,
+  PRIMARY KEY (queue, kind, key)
+);
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

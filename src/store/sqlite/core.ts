@@ -90,7 +90,9 @@ export class SqliteCore {
       case "q": {
         const st = this.s(sqliteSql(op.sql));
         const params = { ...sqliteParams(op.p, op.sql), now };
-        return st.reader ? st.all(params) : (st.run(params), []);
+        if (st.reader) return st.all(params);
+        st.run(params);
+        return [];
       }
       case "bump":
         this.bumpLive(op.queue, op.n);

@@ -3,6 +3,7 @@ import type Database from "better-sqlite3";
 import { fromJson, type StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
+import { flowAfter, flowBefore } from "../flow.js";
 import type { Enqueued, EnqueueOptions, NeedRef, NewTask, TaskRecord } from "../store.js";
 import { type SqliteCore, upstreamError } from "./core.js";
 
@@ -24,6 +25,14 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
     const addDep = c.s("INSERT OR IGNORE INTO ratchet_deps (needs_id, task_id) VALUES (?, ?)");
     const bumpDependents = c.s("UPDATE ratchet_tasks SET dependents = dependents + 1 WHERE id = ?");
     for (const t of batch) {
+      if (t.flow) {
+        // spec §14.6–§14.7: a throttled or debounced call may resolve to an existing task.
+        const hit = c.inTx(flowBefore(t.queue, t.flow, t.input));
+        if (hit) {
+          out.push({ id: hit.id, deduped: true, status: hit.status });
+          continue;
+        }
+      }
       if (t.dedupe !== null) {
         const hit = findDedupe.get(t.queue, t.dedupe) as
           | { id: number; status: TaskRecord["status"] }
@@ -59,6 +68,7 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
         scope: t.scope ?? null,
       });
       const id = Number(info.lastInsertRowid);
+      if (t.flow) c.inTx(flowAfter(t.queue, t.flow, id));
       for (const n of needIds) {
         addDep.run(n, id);
         bumpDependents.run(n);

@@ -171,6 +171,22 @@ CREATE TABLE ratchet_schedules (
 CREATE INDEX ratchet_schedules_due ON ratchet_schedules (next_at);
 `,
   },
+  {
+    version: 4,
+    sql: `
+-- Throttle and debounce keys (spec §14.6–§14.7): the task a key currently stands for, when the key was
+-- last used, and when its debounce window opened.
+CREATE TABLE ratchet_flow_keys (
+  queue    TEXT NOT NULL,
+  kind     TEXT NOT NULL CHECK (kind IN ('throttle','debounce')),
+  key      TEXT NOT NULL,
+  task_id  INTEGER NOT NULL,
+  at       INTEGER NOT NULL,
+  first_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, kind, key)
+);
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

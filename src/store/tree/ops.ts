@@ -268,7 +268,7 @@ function* fenced(fence: Fence): Program<FencedRow | SettleResult> {
     `SELECT id, status, epoch, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: fence.taskId },
   );
-  if (!r || r.status !== "running" || r.epoch !== fence.token) return "lease_lost";
+  if (r?.status !== "running" || r.epoch !== fence.token) return "lease_lost";
   const abortMode = fence.mode === "abort";
   if (!abortMode && r.abort_requested === 1) return "abort_marked";
   if (abortMode && r.abort_requested !== 1) return "lease_lost";
@@ -299,7 +299,7 @@ export function* settleTree(s: Settlement): Program<SettleResult> {
     `SELECT id, status, epoch, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: s.fence.taskId },
   );
-  if (!row || row.status !== "running" || row.epoch !== s.fence.token) return "lease_lost";
+  if (row?.status !== "running" || row.epoch !== s.fence.token) return "lease_lost";
   const marked = row.abort_requested === 1;
   if (s.fence.mode === "abort" && !marked) return "lease_lost";
   // spec §4.5: a run-mode holder may not commit after the mark, except to report the interruption or release.
