@@ -23,7 +23,8 @@ export type ErrorCode =
   | "RATCHET_TIMEOUT"
   | "RATCHET_SCHEMA_TOO_NEW"
   | "RATCHET_INVALID_WAIT"
-  | "RATCHET_NO_PROGRESS";
+  | "RATCHET_NO_PROGRESS"
+  | "RATCHET_RATE_LIMITED";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;
@@ -73,6 +74,25 @@ export class WaitError extends RatchetError {
 export class NoProgressError extends RatchetError {
   constructor(message: string) {
     super("RATCHET_NO_PROGRESS", message);
+  }
+}
+
+/** Longest pause a RateLimitedError may ask for. */
+export const MAX_RETRY_AFTER_MS = 24 * 3600_000;
+
+/**
+ * Thrown by task code when a provider says "later" (an HTTP 429 with
+ * Retry-After): the task runs again after retryAfterMs without using up an
+ * attempt (spec §14.8). retryAfterMs is clamped to [0, 24 h].
+ */
+export class RateLimitedError extends RatchetError {
+  readonly retryAfterMs: number;
+  constructor(opts: { retryAfterMs: number; message?: string }) {
+    const ms = Number.isFinite(opts?.retryAfterMs)
+      ? Math.min(Math.max(0, Math.round(opts.retryAfterMs)), MAX_RETRY_AFTER_MS)
+      : 1_000;
+    super("RATCHET_RATE_LIMITED", opts?.message ?? `rate limited; retry after ${ms} ms`);
+    this.retryAfterMs = ms;
   }
 }
 

@@ -68,6 +68,8 @@ function eventText(ev: TaskEvent): string {
       return `orphaned: ${describeError(detail.error)}`;
     case "blocked":
       return `blocked: ${detail.reason ?? "?"}${detail.error ? ` (${describeError(detail.error)})` : ""}`;
+    case "rate_limited":
+      return `rate limited (attempt given back): ${describeError(detail.error)}\n  runs again at ${iso(detail.retryAt)}`;
     case "migrated":
       return `migrated to version ${detail.version ?? "?"}`;
     case "aborted":

@@ -13,6 +13,7 @@ import {
   NonRetryableError,
   NoProgressError,
   RatchetError,
+  RateLimitedError,
   ValidationError,
 } from "../errors.js";
 import type { BlockedInfo, ClaimedTask, Fence, Settlement, SettleResult } from "../store/store.js";
@@ -79,6 +80,19 @@ export function settlementFor(
             handler: handlerFor(fence, def),
           },
           report: "aborted",
+        };
+      }
+      if (reason.error instanceof RateLimitedError) {
+        // spec §14.8: not the task's failure; run again after the pause, attempt given back.
+        return {
+          settlement: {
+            kind: "retry",
+            fence,
+            delayMs: reason.error.retryAfterMs,
+            error: toStoredError(reason.error),
+            refund: true,
+          },
+          report: "retried",
         };
       }
       return failure(classify(reason.error), toStoredError(reason.error));

@@ -160,7 +160,8 @@ export interface ClaimedTask extends TaskRecord {
 
 export type Settlement =
   | { kind: "complete"; fence: Fence; result: string }
-  | { kind: "retry"; fence: Fence; delayMs: number; error: StoredError }
+  /** `refund`: the attempt is given back (a rate limit is not the task's failure, spec §14.8). */
+  | { kind: "retry"; fence: Fence; delayMs: number; error: StoredError; refund?: boolean }
   | { kind: "fail"; fence: Fence; outcome: "failed" | "faulted"; error: StoredError }
   | { kind: "sleep"; fence: Fence; step: string; delayMs: number }
   /**
@@ -202,7 +203,8 @@ export type EventKind =
   | "held"
   | "orphaned"
   | "blocked"
-  | "migrated";
+  | "migrated"
+  | "rate_limited";
 
 export interface TaskEvent {
   taskId: TaskId;

@@ -1,6 +1,6 @@
 /** Throttle and debounce on enqueue (spec §14.6–§14.7), on both backends with a fake clock. */
 import { describe, expect, it } from "vitest";
-import { defineTask } from "../../src/index.js";
+import { defineTask, MAX_RETRY_AFTER_MS, RateLimitedError } from "../../src/index.js";
 import { drain, expectCode, FakeClock, forEachBackend, openRatchet } from "./helpers.js";
 
 const T0 = 1_000_000;
@@ -62,6 +62,36 @@ forEachBackend(() => {
       const next = await r.enqueue(t, 5, { debounce });
       expect(next).not.toBe(id);
       expect((await r.get(next))!.wakeAt).toBe(T0 + 3_500);
+    });
+
+    it("§14.8 RateLimitedError runs the task again after retryAfterMs without using up an attempt", async () => {
+      const clock = new FakeClock(T0);
+      let calls = 0;
+      const t = defineTask({
+        name: "t",
+        retry: { maxAttempts: 1 },
+        run: () => {
+          if (++calls <= 2) throw new RateLimitedError({ retryAfterMs: 5_000, message: "429 from provider" });
+          return "done";
+        },
+      });
+      const r = await openRatchet([t], { clock });
+      const id = await r.enqueue(t);
+      await drain(r);
+      expect((await r.get(id))!).toMatchObject({ status: "waiting", wakeAt: T0 + 5_000, attempts: 0 });
+      clock.advance(4_999);
+      await drain(r);
+      expect(calls).toBe(1);
+      clock.advance(1);
+      await drain(r);
+      expect(calls).toBe(2);
+      clock.advance(5_000);
+      await drain(r);
+      // Two 429s and a success with maxAttempts 1: the pauses cost no attempt.
+      expect((await r.get(id))!).toMatchObject({ outcome: "completed", result: "done", attempts: 1 });
+      expect((await r.store.events(id)).map((e) => e.kind)).toEqual(["rate_limited", "rate_limited"]);
+      expect(new RateLimitedError({ retryAfterMs: 10 ** 12 }).retryAfterMs).toBe(MAX_RETRY_AFTER_MS);
+      expect(new RateLimitedError({ retryAfterMs: -5 }).retryAfterMs).toBe(0);
     });
 
     it("§14.6 / §14.7 bad flow options are refused and write nothing", async () => {

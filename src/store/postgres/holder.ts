@@ -210,13 +210,14 @@ export async function settleOne(
       row = (
         await core.run<Row>(
           c,
-          `UPDATE ${T} SET status = 'waiting', wake_at = :now + :delay::bigint, error = :error, ${end}
+          `UPDATE ${T} SET status = 'waiting', wake_at = :now + :delay::bigint, error = :error,
+            attempts = attempts - :refund::int, ${end}
         WHERE ${FENCE} ${guard} RETURNING queue, dependents, attempts, wake_at`,
-          { ...p, delay: Math.round(s.delayMs), error: JSON.stringify(s.error) },
+          { ...p, delay: Math.round(s.delayMs), error: JSON.stringify(s.error), refund: s.refund ? 1 : 0 },
         )
       )[0];
       if (!row) return why();
-      await core.event(c, s.fence.taskId, "attempt_failed", row.attempts, {
+      await core.event(c, s.fence.taskId, s.refund ? "rate_limited" : "attempt_failed", row.attempts, {
         error: s.error,
         retryAt: row.wake_at,
       });

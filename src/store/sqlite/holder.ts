@@ -110,15 +110,17 @@ function settleOne(
       break;
     case "retry":
       row = c
-        .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, error = :error, ${end}
+        .s(`UPDATE ratchet_tasks SET status = 'waiting', wake_at = :now + :delay, error = :error,
+            attempts = attempts - :refund, ${end}
           WHERE ${FENCE} ${guard} ${ret}`)
         .get({
           ...p,
           delay: s.delayMs,
           error: JSON.stringify(s.error),
+          refund: s.refund ? 1 : 0,
         }) as typeof row;
       if (row)
-        c.event(s.fence.taskId, now, "attempt_failed", row.attempts, {
+        c.event(s.fence.taskId, now, s.refund ? "rate_limited" : "attempt_failed", row.attempts, {
           error: s.error,
           retryAt: now + s.delayMs,
         });

@@ -341,10 +341,23 @@ function* settleFenced(s: Settlement, row: FencedRow): Program<SettleResult> {
       break;
     case "retry":
       yield* q(
-        `UPDATE ${T} SET status = 'waiting', wake_at = :now + CAST(:delay AS bigint), error = :error, wait_on = :on, ${end} WHERE id = :id`,
-        { id, delay: Math.round(s.delayMs), error: JSON.stringify(s.error), on: abortMode ? "abort" : null },
+        `UPDATE ${T} SET status = 'waiting', wake_at = :now + CAST(:delay AS bigint), error = :error, wait_on = :on,
+           attempts = attempts - CAST(:refund AS integer), ${end} WHERE id = :id`,
+        {
+          id,
+          delay: Math.round(s.delayMs),
+          error: JSON.stringify(s.error),
+          on: abortMode ? "abort" : null,
+          refund: s.refund ? 1 : 0,
+        },
       );
-      yield { op: "event", id, kind: "attempt_failed", attempt: row.attempts, detail: { error: s.error } };
+      yield {
+        op: "event",
+        id,
+        kind: s.refund ? "rate_limited" : "attempt_failed",
+        attempt: row.attempts,
+        detail: { error: s.error },
+      };
       return "ok";
     case "sleep": {
       const w = yield* one<{ wake_at: number; attempts: number }>(
