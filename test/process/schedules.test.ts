@@ -1,9 +1,9 @@
 /**
  * spec §14.2 with real processes: four worker processes on one SQLite file
  * all declare the same every-second schedule and race for its ticks on the
- * real clock. Every tick must give exactly one task (unique dedupe keys), the
- * ticks must be consecutive seconds while the workers ran, and every task ran
- * once (the ledger holds each id once).
+ * real clock. Every tick must give exactly one task (unique dedupe keys, whole
+ * seconds strictly increasing), and every task ran once (the ledger holds each
+ * id once).
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Ratchet, silentLogger } from "../../src/index.js";
@@ -53,7 +53,12 @@ describe("schedules with four worker processes on one SQLite file", () => {
     const keys = tasks.map((t) => t.dedupe!);
     expect(new Set(keys).size).toBe(keys.length);
     const seconds = keys.map((k) => Number(k.split(":")[2])).sort((a, b) => a - b);
-    for (let i = 1; i < seconds.length; i++) expect(seconds[i]! - seconds[i - 1]!).toBe(1000);
+    // Whole seconds, strictly increasing. (A gap would mean every worker stalled past a tick; with missed
+    // "once" that tick still runs once, so gaps are allowed, duplicates are not.)
+    for (let i = 1; i < seconds.length; i++) {
+      const gap = seconds[i]! - seconds[i - 1]!;
+      expect(gap > 0 && gap % 1000 === 0, `gap ${gap} ms between ticks`).toBe(true);
+    }
     // Each task ran at most once, and every completed one exactly once (a tick enqueued just before the
     // graceful stop may still be pending).
     const ran = ledgers.flatMap((l) => ledgerLines(l));
