@@ -30,6 +30,7 @@ import { makeDefine } from "./conformance/kit.js";
 import { registerLifecycleTests } from "./conformance/lifecycle.js";
 import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
+import { registerTreeTests } from "./conformance/trees.js";
 
 /** The matchers the suite uses; vitest's and jest's `expect` satisfy it. */
 export interface Assertion {
@@ -78,6 +79,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerEnqueueTests(define);
     registerClaimTests(define);
     registerSettleTests(define);
+    registerTreeTests(define);
     registerGraphTests(define);
     registerReadTests(define);
     const cleanup = opts.cleanup;
