@@ -182,7 +182,11 @@ async function prepare(task: ClaimedTask, def: TaskDefinition, inv: Invocation, 
 export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDeps): Running {
   const inv = new Invocation(task, def.maxMs, deps, def);
   const body = async (): Promise<unknown> => {
-    const ready = await prepare(task, def, inv, deps);
+    // The common case (same version) needs no store call, so it takes no extra await either.
+    const ready =
+      task.version === def.version
+        ? { ok: true as const, input: task.input, checkpoint: task.checkpoint }
+        : await prepare(task, def, inv, deps);
     if (!ready.ok || inv.isEnded) return undefined;
     inv.checkpoint = ready.checkpoint;
     if (inv.mode === "abort") {

@@ -5,7 +5,7 @@
  */
 import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
-import type { BlockedReason, ExplainRows, TaskId } from "../store/store.js";
+import type { BlockedReason, ExplainRows, TaskId, TaskRecord } from "../store/store.js";
 import type { TaskDefinition } from "./definition.js";
 
 export type Reason =
@@ -19,14 +19,14 @@ export type Reason =
     }
   | { kind: "completing"; outcome: Outcome; children: TaskId[] }
   | { kind: "not_due"; until: number | null }
-  | { kind: "needs"; ids: TaskId[] }
+  | { kind: "needs"; ids: TaskId[]; count: number }
   | { kind: "tasks"; ids: TaskId[]; policy: string }
   | { kind: "event"; name: string; until: number | null }
   | { kind: "draining"; children: TaskId[] }
   | { kind: "abort_retry"; until: number | null }
   | { kind: "blocked"; reason: BlockedReason; error?: StoredError }
   | { kind: "no_definition" }
-  | { kind: "queued"; ahead: number; abortHandler: boolean };
+  | { kind: "queued"; ahead: number; abortHandler: boolean; migrates: boolean };
 
 export interface Explanation {
   id: TaskId;
@@ -57,8 +57,24 @@ export function explain(rows: ExplainRows, local: TaskDefinition | undefined): E
   };
 }
 
-function reasonOf(r: ExplainRows, local: TaskDefinition | undefined): Reason {
-  const t = r.task;
+/** What a classification needs besides the task itself (bounded id lists, as the store read them). */
+export interface ReasonContext {
+  liveMembers: readonly TaskId[];
+  liveChildren: readonly TaskId[];
+  liveNeeds: readonly TaskId[];
+  /** Pending tasks of the queue a claim takes first (0 when not counted). */
+  ahead: number;
+  /** The definition in this process, and as some instance registered it on the store. */
+  local: TaskDefinition | undefined;
+  stored: { version: number } | null;
+}
+
+/**
+ * The one classification of a task's state (spec §12.10, §14.5), shared by
+ * explain() and inspect(): a live task is running, completing, waiting on
+ * something named, blocked, or ready behind N others.
+ */
+export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
   switch (t.status) {
     case "terminal":
       return { kind: "ended", outcome: t.outcome!, at: t.endedAt };
@@ -71,7 +87,7 @@ function reasonOf(r: ExplainRows, local: TaskDefinition | undefined): Reason {
         abortRequested: t.abortRequested,
       };
     case "completing":
-      return { kind: "completing", outcome: t.heldOutcome!, children: r.liveChildren };
+      return { kind: "completing", outcome: t.heldOutcome!, children: [...c.liveChildren] };
     case "waiting":
       switch (t.waitOn) {
         case "blocked":
@@ -81,24 +97,35 @@ function reasonOf(r: ExplainRows, local: TaskDefinition | undefined): Reason {
             ...(t.blocked!.error ? { error: t.blocked!.error } : {}),
           };
         case "tasks":
-          return { kind: "tasks", ids: r.liveMembers, policy: t.waitPolicy ?? "allSettled" };
+          return { kind: "tasks", ids: [...c.liveMembers], policy: t.waitPolicy ?? "allSettled" };
         case "event":
           return { kind: "event", name: t.eventName!, until: t.wakeAt };
         case "drain":
-          return { kind: "draining", children: r.liveChildren };
+          return { kind: "draining", children: [...c.liveChildren] };
         case "abort":
           return { kind: "abort_retry", until: t.wakeAt };
         default:
-          if (t.needsPending > 0) return { kind: "needs", ids: r.liveNeeds };
+          if (t.needsPending > 0) return { kind: "needs", ids: [...c.liveNeeds], count: t.needsPending };
           return { kind: "not_due", until: t.wakeAt };
       }
     default: {
-      const version = local?.version ?? r.definition?.version;
+      const version = c.local?.version ?? c.stored?.version;
       if (version === undefined) return { kind: "no_definition" };
       if (version < t.version) return { kind: "blocked", reason: "too_old" };
-      return { kind: "queued", ahead: r.ahead, abortHandler: t.abortRequested };
+      if (c.local && c.local.version > t.version && !c.local.migrate)
+        return { kind: "blocked", reason: "migration_failed" };
+      return {
+        kind: "queued",
+        ahead: c.ahead,
+        abortHandler: t.abortRequested,
+        migrates: version > t.version,
+      };
     }
   }
+}
+
+function reasonOf(r: ExplainRows, local: TaskDefinition | undefined): Reason {
+  return reasonFor(r.task, { ...r, local, stored: r.definition });
 }
 
 function sentence(r: Reason, queue: string): string {

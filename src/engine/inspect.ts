@@ -7,6 +7,7 @@ import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
 import type { BlockedReason, InspectRows, TaskId, TaskRecord } from "../store/store.js";
 import type { TaskDefinition } from "./definition.js";
+import { type Reason, reasonFor } from "./explain.js";
 
 export type DerivedState =
   | { state: "ready"; migrates: boolean }
@@ -63,47 +64,17 @@ export function inspection(
     kids.set(t.ownerId, list);
   }
   const stored = new Map(rows.definitions.map((d) => [d.name, d]));
-  const derive = (t: TaskRecord): DerivedState => {
-    switch (t.status) {
-      case "completing":
-        return { state: "completing", outcome: t.heldOutcome! };
-      case "running":
-        return { state: "running", holder: t.lockedBy, abortHandler: t.abortRequested };
-      case "waiting":
-        if (t.waitOn === "blocked" && t.blocked)
-          return {
-            state: "blocked",
-            reason: t.blocked.reason,
-            ...(t.blocked.error ? { error: t.blocked.error } : {}),
-          };
-        if (t.waitOn === "tasks")
-          return {
-            state: "waiting",
-            on: {
-              kind: "tasks",
-              ids: (members.get(t.id) ?? []).filter(isLive),
-              policy: t.waitPolicy ?? "allSettled",
-            },
-          };
-        if (t.waitOn === "event")
-          return { state: "waiting", on: { kind: "event", name: t.eventName!, until: t.wakeAt } };
-        if (t.waitOn === "drain")
-          return { state: "waiting", on: { kind: "owned_work", ids: kids.get(t.id) ?? [] } };
-        if (t.needsPending > 0) return { state: "waiting", on: { kind: "needs", count: t.needsPending } };
-        return { state: "waiting", on: { kind: "timer", until: t.wakeAt } };
-      default: {
-        // pending: can some registered code take it?
-        const local = registry.get(t.name);
-        const known = stored.get(t.name);
-        const version = local?.version ?? known?.version;
-        if (version === undefined) return { state: "blocked", reason: "missing_definition" };
-        if (version < t.version) return { state: "blocked", reason: "too_old" };
-        if (local && local.version > t.version && !local.migrate)
-          return { state: "blocked", reason: "migration_failed" };
-        return { state: "ready", migrates: version > t.version };
-      }
-    }
-  };
+  const derive = (t: TaskRecord): DerivedState =>
+    derivedOf(
+      reasonFor(t, {
+        liveMembers: (members.get(t.id) ?? []).filter(isLive),
+        liveChildren: kids.get(t.id) ?? [],
+        liveNeeds: [],
+        ahead: 0,
+        local: registry.get(t.name),
+        stored: stored.get(t.name) ?? null,
+      }),
+    );
   return {
     scheduling: ctx.scheduling,
     at: ctx.now,
@@ -120,6 +91,35 @@ export function inspection(
       derived: derive(t),
     })),
   };
+}
+
+/** inspect()'s shape of a live task's reason (the classification itself is reasonFor's). */
+function derivedOf(r: Reason): DerivedState {
+  switch (r.kind) {
+    case "running":
+      return { state: "running", holder: r.holder, abortHandler: r.abortHandler };
+    case "completing":
+      return { state: "completing", outcome: r.outcome };
+    case "blocked":
+      return { state: "blocked", reason: r.reason, ...(r.error ? { error: r.error } : {}) };
+    case "no_definition":
+      return { state: "blocked", reason: "missing_definition" };
+    case "queued":
+      return { state: "ready", migrates: r.migrates };
+    case "tasks":
+      return { state: "waiting", on: { kind: "tasks", ids: r.ids, policy: r.policy } };
+    case "event":
+      return { state: "waiting", on: { kind: "event", name: r.name, until: r.until } };
+    case "draining":
+      return { state: "waiting", on: { kind: "owned_work", ids: r.children } };
+    case "needs":
+      return { state: "waiting", on: { kind: "needs", count: r.count } };
+    case "not_due":
+    case "abort_retry":
+      return { state: "waiting", on: { kind: "timer", until: r.until } };
+    case "ended":
+      throw new Error("inspect lists live tasks only");
+  }
 }
 
 export interface TaskTree {

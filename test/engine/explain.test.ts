@@ -13,14 +13,14 @@ forEachBackend(() => {
       const noop = defineTask({ name: "noop", run: () => 1 });
       const r = await openRatchet([noop], { clock });
       const [a, b, c] = await r.enqueueMany([{ task: noop }, { task: noop }, { task: noop, priority: 10 }]);
-      expect(await kind(r, c!)).toEqual({ kind: "queued", ahead: 0, abortHandler: false });
-      expect(await kind(r, b!)).toEqual({ kind: "queued", ahead: 2, abortHandler: false });
+      expect(await kind(r, c!)).toEqual({ kind: "queued", ahead: 0, abortHandler: false, migrates: false });
+      expect(await kind(r, b!)).toEqual({ kind: "queued", ahead: 2, abortHandler: false, migrates: false });
       const e = await r.explain(b!);
       expect(e.text).toBe('due; 2 tasks of queue "default" claim first (priority, then age)');
       const later = await r.enqueue(noop, null, { delayMs: 60_000 });
       expect(await kind(r, later)).toEqual({ kind: "not_due", until: 1_060_000 });
       const dep = await r.enqueue(noop, null, { needs: [later] });
-      expect(await kind(r, dep)).toEqual({ kind: "needs", ids: [later] });
+      expect(await kind(r, dep)).toEqual({ kind: "needs", ids: [later], count: 1 });
       await drain(r);
       expect(await kind(r, a!)).toMatchObject({ kind: "ended", outcome: "completed" });
       const [ghost] = await r.store.enqueue([newTask({ name: "ghost" })], unlimited);
@@ -76,7 +76,7 @@ forEachBackend(() => {
       expect(await kind(r, h)).toEqual({ kind: "completing", outcome: "completed", children: [hk] });
       await r.abort(p);
       expect(await kind(r, p)).toEqual({ kind: "draining", children: [kid] });
-      expect(await kind(r, kid)).toEqual({ kind: "queued", ahead: 0, abortHandler: true });
+      expect(await kind(r, kid)).toEqual({ kind: "queued", ahead: 0, abortHandler: true, migrates: false });
     });
   });
 });

@@ -89,7 +89,7 @@ export class SqliteCore {
     switch (op.op) {
       case "q": {
         const st = this.s(sqliteSql(op.sql));
-        const params = { ...sqliteParams(op.p, op.sql), now };
+        const params = { ...sqliteParams(op.p), now };
         if (st.reader) return st.all(params);
         st.run(params);
         return [];

@@ -407,11 +407,6 @@ export function* parkForDrain(id: TaskId, previousHolder: string | null): Progra
   return true;
 }
 
-/** A plain (hot-path) settlement of a child or a wait member happened: its owner and waiters may move. */
-export function* afterEnd(id: TaskId): Program<TaskId[]> {
-  return yield* reconcile([id]);
-}
-
 /** spec §12.1: idempotent by (owner, spawn name); the owner must hold its claim and carry no mark. */
 export function* spawn(
   fence: Fence,

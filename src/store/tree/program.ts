@@ -75,10 +75,9 @@ export function sqliteSql(sql: string): string {
 }
 
 /** SQLite binding: id arrays become JSON text for json_each. */
-export function sqliteParams(p: Record<string, unknown>, sql: string): Record<string, unknown> {
+export function sqliteParams(p: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(p)) out[k] = Array.isArray(v) ? JSON.stringify(v) : v;
-  void sql;
   return out;
 }
 
