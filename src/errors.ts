@@ -83,16 +83,20 @@ export const MAX_RETRY_AFTER_MS = 24 * 3600_000;
 /**
  * Thrown by task code when a provider says "later" (an HTTP 429 with
  * Retry-After): the task runs again after retryAfterMs without using up an
- * attempt (spec §14.8). retryAfterMs is clamped to [0, 24 h].
+ * attempt (spec §14.8). retryAfterMs is clamped to [0, 24 h]. A task with
+ * rate limits also pauses them for every worker until then (spec §14.11).
  */
 export class RateLimitedError extends RatchetError {
   readonly retryAfterMs: number;
-  constructor(opts: { retryAfterMs: number; message?: string }) {
+  /** The rate limit (by name) to pause; null pauses every rate limit of the task (spec §14.11). */
+  readonly limit: string | null;
+  constructor(opts: { retryAfterMs: number; message?: string; limit?: string }) {
     const ms = Number.isFinite(opts?.retryAfterMs)
       ? Math.min(Math.max(0, Math.round(opts.retryAfterMs)), MAX_RETRY_AFTER_MS)
       : 1_000;
     super("RATCHET_RATE_LIMITED", opts?.message ?? `rate limited; retry after ${ms} ms`);
     this.retryAfterMs = ms;
+    this.limit = typeof opts?.limit === "string" ? opts.limit : null;
   }
 }
 

@@ -33,6 +33,7 @@ import { eventResultKey } from "../store/tree/keys.js";
 import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
 import type { Batcher } from "./batcher.js";
 import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
+import { gatesFor } from "./gates.js";
 import { retryStore } from "./store-retry.js";
 
 export interface TaskContext {
@@ -53,6 +54,12 @@ export interface TaskContext {
   /** Extends the lease and the deadline by maxMs from now. */
   heartbeat(): Promise<void>;
   progress(fraction: number, note?: string): Promise<void>;
+  /**
+   * The actual usage of the call this attempt made, e.g. `{ tokens: 1234 }`:
+   * each rate limit of the task with that `unit` is corrected from the estimated
+   * cost it was charged to this amount (spec §14.10). Report once per attempt.
+   */
+  reportUsage(usage: Readonly<Record<string, number>>): Promise<void>;
   log(...args: unknown[]): void;
   now(): number;
 
@@ -345,6 +352,18 @@ export class Invocation implements TaskContext {
     this.#arm(this.#maxMs);
   }
 
+  async reportUsage(usage: Readonly<Record<string, number>>): Promise<void> {
+    this.#live();
+    if (usage === null || typeof usage !== "object" || Array.isArray(usage))
+      throw new ValidationError("reportUsage needs an object such as { tokens: 1234 }");
+    const entries = Object.entries(usage);
+    if (entries.length === 0 || entries.length > 8) throw new ValidationError("reportUsage needs 1–8 units");
+    for (const [unit, n] of entries)
+      if (typeof n !== "number" || !Number.isFinite(n) || n < 0 || n > 1e12)
+        throw new ValidationError(`reportUsage: ${unit} must be a number in [0, 1e12] (got ${describe(n)})`);
+    await this.#deps.store.reportUsage(this.taskId, usage);
+  }
+
   async progress(fraction: number, note?: string): Promise<void> {
     this.#live();
     if (typeof fraction !== "number" || !(fraction >= 0 && fraction <= 1)) {
@@ -409,6 +428,7 @@ export class Invocation implements TaskContext {
         delayMs,
         dedupe: null,
         job: this.job,
+        gates: gatesFor(def.name, def.gates, value),
         needs: [],
       },
     };

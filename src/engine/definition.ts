@@ -7,6 +7,7 @@ import { DEFAULT_RETRY, type RetryPolicy } from "../core/backoff.js";
 import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import { ConfigError, ValidationError } from "../errors.js";
 import type { TaskContext } from "./context.js";
+import { type DefGates, type GateSpec, parseGates } from "./gates.js";
 
 /** The Standard Schema interface (zod, valibot, arktype …), the part we use. */
 export interface StandardSchemaV1<Input = unknown, Output = Input> {
@@ -26,7 +27,7 @@ type StandardResult<O> =
       }[];
     };
 
-export interface TaskSpec<I, O> {
+export interface TaskSpec<I, O> extends GateSpec<I> {
   name: string;
   /** Raise when the meaning of stored input changes. Default 1. */
   version?: number;
@@ -71,6 +72,8 @@ export interface TaskDefinition<I = any, O = any> {
   readonly migrate:
     | ((input: unknown, checkpoint: unknown, fromVersion: number) => Migrated | Promise<Migrated>)
     | undefined;
+  /** Seats, rate limits and fairness (spec §14.9–§14.12). */
+  readonly gates?: DefGates | undefined;
 }
 
 /** Largest timer Node can arm. */
@@ -161,6 +164,7 @@ export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
     run: spec.run,
     onAbort: spec.onAbort,
     migrate: spec.migrate,
+    gates: parseGates(name, spec),
   });
 }
 

@@ -15,7 +15,7 @@
  * A tick leaves the loop when nothing that fits is ready and nothing runs,
  * or its budget or task cap is used up (spec §8.3).
  */
-import type { ClaimedTask, Store } from "../store/store.js";
+import type { ClaimedTask, ClaimLimits, Store } from "../store/store.js";
 import type { TaskDefinition } from "./definition.js";
 import { type ExecutorDeps, execute, type Running, type RunReport } from "./executor.js";
 import type { Wakeup } from "./wakeup.js";
@@ -29,6 +29,8 @@ export interface DriverOptions {
   names: () => string[];
   definition: (name: string) => TaskDefinition | undefined;
   leaseGraceMs: number;
+  /** Seat and rate limits of the definitions (spec §14.9, §14.10). */
+  limits: () => ClaimLimits;
   deps: ExecutorDeps;
   wakeup: Wakeup;
   onReport?: (r: RunReport, task: ClaimedTask) => void;
@@ -79,6 +81,7 @@ export class Driver {
       names,
       limit: free,
       leaseGraceMs: this.#o.leaseGraceMs,
+      limits: this.#o.limits(),
     });
     for (const task of claimed) this.#start(task);
     return claimed.length;

@@ -10,6 +10,7 @@ import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import { CycleError, RatchetError, ValidationError } from "../errors.js";
 import type { FlowKey, NeedRef, NewTask } from "../store/store.js";
 import { checkName, describe, type TaskDefinition, validateInput } from "./definition.js";
+import { gatesFor } from "./gates.js";
 
 export interface EnqueueOptions {
   queue?: string;
@@ -108,11 +109,8 @@ async function prepareEntry(
   const now = env.now;
   if (!e || typeof e !== "object") throw new ValidationError(`entry ${i} must be an object`);
   const def = env.resolve(e.task);
-  const input = toStorableJson(
-    await validateInput(def, e.input),
-    `input of task "${def.name}"`,
-    env.maxPayloadBytes,
-  );
+  const value = await validateInput(def, e.input);
+  const input = toStorableJson(value, `input of task "${def.name}"`, env.maxPayloadBytes);
   const queue = checkName(e.queue ?? def.queue, `entry ${i}: queue`);
   const priority = e.priority ?? def.priority;
   if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY) {
@@ -190,6 +188,7 @@ async function prepareEntry(
     job: e.job === undefined ? null : checkName(e.job, `entry ${i}: job`),
     scope: e.scope === undefined ? null : checkName(e.scope, `entry ${i}: scope`),
     flow,
+    gates: gatesFor(def.name, def.gates, value),
     needs,
   };
   return { task, local };

@@ -208,6 +208,13 @@ export function execute(task: ClaimedTask, def: TaskDefinition, deps: ExecutorDe
   const report = inv.ended.then(async (reason) => {
     let { settlement, report: r } = settlementFor(task, def, reason, deps);
     if (!settlement) return r;
+    if (reason.kind === "threw" && reason.error instanceof RateLimitedError && task.rate !== null) {
+      // spec §14.11: the provider's pause holds for every worker, not just this task.
+      const e = reason.error;
+      await retryStore(() => deps.store.pauseRate(task.id, e.retryAfterMs, e.limit)).catch((err) =>
+        deps.onError(err, task.id),
+      );
+    }
     let res = await deps.settler.submit(settlement);
     if (res === "abort_marked") {
       // spec §4.5: a marked task's run may not commit; it ends aborted (or goes back for its abort handler).

@@ -5,6 +5,7 @@
  */
 import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
+import { groupOf, keyLabel } from "../store/gates.js";
 import type { BlockedReason, ExplainRows, TaskId, TaskRecord } from "../store/store.js";
 import type { TaskDefinition } from "./definition.js";
 
@@ -26,6 +27,8 @@ export type Reason =
   | { kind: "abort_retry"; until: number | null }
   | { kind: "blocked"; reason: BlockedReason; error?: StoredError }
   | { kind: "no_definition" }
+  | { kind: "seat"; seat: string; holders: TaskId[]; limit: number | null }
+  | { kind: "rate"; buckets: string[]; until: number | null; paused: boolean }
   | { kind: "queued"; ahead: number; abortHandler: boolean; migrates: boolean };
 
 export interface Explanation {
@@ -67,6 +70,12 @@ export interface ReasonContext {
   /** The definition in this process, and as some instance registered it on the store. */
   local: TaskDefinition | undefined;
   stored: { version: number } | null;
+  /** A task parked on a seat: who holds it and the limit in force (spec §14.9). */
+  seatHolders?: readonly TaskId[];
+  seatLimit?: number | null;
+  /** Buckets of a task parked on a rate limit, with their 429 pauses (spec §14.10–§14.11). */
+  buckets?: readonly { bucket: string; pausedUntil: number }[];
+  now?: number;
 }
 
 /**
@@ -104,6 +113,22 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
           return { kind: "draining", children: [...c.liveChildren] };
         case "abort":
           return { kind: "abort_retry", until: t.wakeAt };
+        case "seat":
+          return {
+            kind: "seat",
+            seat: keyLabel(t.seat ?? "?"),
+            holders: [...(c.seatHolders ?? [])],
+            limit: c.seatLimit ?? null,
+          };
+        case "rate": {
+          const bs = c.buckets ?? [];
+          return {
+            kind: "rate",
+            buckets: bs.map((b) => keyLabel(b.bucket)),
+            until: t.wakeAt,
+            paused: bs.some((b) => b.pausedUntil > (c.now ?? 0)),
+          };
+        }
         default:
           if (t.needsPending > 0) return { kind: "needs", ids: [...c.liveNeeds], count: t.needsPending };
           return { kind: "not_due", until: t.wakeAt };
@@ -125,7 +150,14 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
 }
 
 function reasonOf(r: ExplainRows, local: TaskDefinition | undefined): Reason {
-  return reasonFor(r.task, { ...r, local, stored: r.definition });
+  const group = r.task.seat === null ? null : groupOf(r.task.seat);
+  const codeLimit = group !== null && local?.gates?.seat?.group === group ? local.gates.seat.limit : null;
+  return reasonFor(r.task, {
+    ...r,
+    local,
+    stored: r.definition,
+    seatLimit: r.seatOverride ?? codeLimit,
+  });
 }
 
 function sentence(r: Reason, queue: string): string {
@@ -154,6 +186,12 @@ function sentence(r: Reason, queue: string): string {
       return `blocked: ${r.reason}${r.error ? ` (${r.error.message})` : ""}; registering a definition that can take it resumes it`;
     case "no_definition":
       return "no Ratchet instance on this store has registered its definition, so no worker claims it";
+    case "seat":
+      return `waiting for a seat of "${r.seat}"${r.limit === null ? "" : ` (limit ${r.limit})`}, held by tasks: ${list(r.holders)}`;
+    case "rate":
+      return r.paused
+        ? `rate limit ${r.buckets.join(", ")} is paused by a provider's 429; it runs again from ${iso(r.until)}`
+        : `rate limit ${r.buckets.join(", ")} refills for it at ${iso(r.until)}`;
     case "queued":
       return r.ahead === 0
         ? `due now${r.abortHandler ? " (to run its abort handler)" : ""}; the next free worker of queue "${queue}" takes it`

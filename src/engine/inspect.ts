@@ -21,7 +21,9 @@ export type WaitingOn =
   | { kind: "event"; name: string; until: number | null }
   | { kind: "owned_work"; ids: TaskId[] }
   | { kind: "needs"; count: number }
-  | { kind: "timer"; until: number | null };
+  | { kind: "timer"; until: number | null }
+  | { kind: "seat"; seat: string }
+  | { kind: "rate"; until: number | null };
 
 export interface InspectedTask {
   id: TaskId;
@@ -114,6 +116,10 @@ function derivedOf(r: Reason): DerivedState {
       return { state: "waiting", on: { kind: "owned_work", ids: r.children } };
     case "needs":
       return { state: "waiting", on: { kind: "needs", count: r.count } };
+    case "seat":
+      return { state: "waiting", on: { kind: "seat", seat: r.seat } };
+    case "rate":
+      return { state: "waiting", on: { kind: "rate", until: r.until } };
     case "not_due":
     case "abort_retry":
       return { state: "waiting", on: { kind: "timer", until: r.until } };

@@ -15,9 +15,11 @@ import {
   UnknownTaskError,
   ValidationError,
 } from "../errors.js";
+import { KEY_SEP, keyLabel } from "../store/gates.js";
 import type { ScheduleRow } from "../store/schedules.js";
 import type {
   AbortResult,
+  ClaimLimits,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -36,6 +38,7 @@ import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
 import { type Explanation, explain } from "./explain.js";
+import { claimLimits } from "./gates.js";
 import { buildTree, type Inspection, inspection, type TaskTree } from "./inspect.js";
 import { type OpenOptions, openStore, type ResolvedOptions, resolveOptions } from "./options.js";
 import {
@@ -105,6 +108,8 @@ export class Ratchet {
       }
     | undefined;
   #ticks = new Set<Driver>();
+  /** Seat and rate limits of the registered definitions, sent with every claim. */
+  #limits: ClaimLimits = { seats: {}, rates: {} };
   #closed = false;
 
   private constructor(store: Store, o: ResolvedOptions, workerId: string) {
@@ -207,13 +212,19 @@ export class Ratchet {
         `task "${def.name}" can never fit: maxMs ${def.maxMs} + reserve ${this.#o.tickReserveMs} > tickBudgetMs ${this.#o.tickBudgetMs}; split it into smaller steps`,
       );
     }
+    // Definitions that share a concurrency group or rate limit must agree on it (spec §14.9, §14.10).
+    const next = new Map(this.#registry);
+    next.set(def.name, def);
+    this.#limits = claimLimits(next.values());
     this.#registry.set(def.name, def);
     this.#unflushed.add(def.name);
     this.#wakeup.notify();
   }
 
   unregister(name: string): boolean {
-    return this.#registry.delete(name);
+    const had = this.#registry.delete(name);
+    this.#limits = claimLimits(this.#registry.values());
+    return had;
   }
 
   definitions(): TaskDefinition[] {
@@ -277,6 +288,7 @@ export class Ratchet {
       names,
       definition: (n) => this.#registry.get(n),
       leaseGraceMs: this.#o.leaseGraceMs,
+      limits: () => this.#limits,
       deps: this.#deps,
       wakeup: this.#wakeup,
       onReport: (r, task) => {
@@ -324,9 +336,52 @@ export class Ratchet {
     await this.#flushDefinitions();
     await this.#fireSchedules();
     const marked = await this.store.reconcile();
+    if ((await this.store.maintainGates(this.#limits)) > 0) this.#wakeup.notify();
     const active = drivers.flatMap((d) => d.activeIds());
     const seen = active.length ? await this.store.markedAmong(active) : [];
     this.#signal([...marked, ...seen]);
+  }
+
+  // --------------------------------------------------------- flow control
+
+  /**
+   * Sets the concurrency limit of a group (or of one key of it) for every
+   * worker of the store, overriding the limit in code; null removes the
+   * override (spec §14.9). Tasks parked on the seat that now fit are woken.
+   * Returns how many were woken.
+   */
+  async setConcurrencyLimit(
+    group: string,
+    limit: number | null,
+    opts: { key?: string } = {},
+  ): Promise<number> {
+    this.#live();
+    if (typeof group !== "string" || !/^[A-Za-z0-9_.-]{1,100}$/.test(group))
+      throw new ValidationError(
+        `concurrency group must be 1–100 letters, digits, '_', '.' or '-' (got ${describe(group)})`,
+      );
+    if (limit !== null && (!Number.isInteger(limit) || limit < 0 || limit > 1_000_000))
+      throw new ValidationError(
+        `concurrency limit must be an integer in [0, 1000000] or null (got ${describe(limit)})`,
+      );
+    const seat =
+      opts?.key === undefined ? group : `${group}${KEY_SEP}${checkName(opts.key, "concurrency key")}`;
+    const woken = await this.store.setSeatLimit(seat, limit);
+    if (woken > 0) this.#wakeup.notify();
+    return woken;
+  }
+
+  /** Run-time concurrency limits ("group" or "group:key") and the limits in this process's code. */
+  async concurrencyLimits(): Promise<{
+    overrides: { seat: string; limit: number }[];
+    code: Record<string, number>;
+  }> {
+    this.#live();
+    const rows = await this.store.seatLimits();
+    return {
+      overrides: rows.map((r) => ({ seat: keyLabel(r.seat), limit: r.limit })),
+      code: { ...this.#limits.seats },
+    };
   }
 
   // ------------------------------------------------------------ schedules

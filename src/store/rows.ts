@@ -6,6 +6,7 @@ import type {
   JobStatus,
   ListFilter,
   QueueStats,
+  RateCharge,
   StepRecord,
   TaskEvent,
   TaskRecord,
@@ -59,6 +60,9 @@ export interface TaskRow {
   blocked: string | null;
   owns: number;
   watched: number;
+  seat: string | null;
+  rate: string | null;
+  fair_key: string | null;
 }
 
 export function toRecord(r: TaskRow): TaskRecord {
@@ -102,6 +106,9 @@ export function toRecord(r: TaskRow): TaskRecord {
     eventName: r.status === "waiting" && r.wait_on === "event" ? (r.event_name ?? null) : null,
     checkpoint: fromJson(r.checkpoint ?? null),
     blocked: r.blocked ? fromJson<BlockedInfo>(r.blocked) : null,
+    seat: r.seat ?? null,
+    rate: r.rate ? fromJson<RateCharge[]>(r.rate) : null,
+    fairKey: r.fair_key ?? null,
   };
 }
 

@@ -79,9 +79,36 @@ export interface TaskRecord {
   checkpoint: unknown;
   /** Why a worker could not run it (spec §12.9). */
   blocked: BlockedInfo | null;
+  // Flow control (spec §14.9–§14.12).
+  /** Concurrency group and key ("group" or "group\u001fkey"); null: no seat. */
+  seat: string | null;
+  /** Rate-limit buckets charged at each start. */
+  rate: RateCharge[] | null;
+  fairKey: string | null;
 }
 
-export type WaitOn = "tasks" | "event" | "drain" | "blocked" | "abort";
+/** A charge of `cost` to a token bucket ("name" or "name\u001fkey"); `unit` names what reportUsage corrects. */
+export interface RateCharge {
+  bucket: string;
+  cost: number;
+  unit?: string;
+}
+
+/** Limits in the claimer's code (spec §14.9, §14.10): seat limit per group, bucket per rate-limit name. */
+export interface ClaimLimits {
+  seats: Readonly<Record<string, number>>;
+  rates: Readonly<Record<string, { limit: number; periodMs: number; burst: number }>>;
+}
+
+/** Flow control of a new task (spec §14.9–§14.12). */
+export interface Gates {
+  seat: string | null;
+  rate: RateCharge[] | null;
+  /** Fair order within the queue: the key and the tag step (stepMs / weight). */
+  fair: { key: string; stepMs: number } | null;
+}
+
+export type WaitOn = "tasks" | "event" | "drain" | "blocked" | "abort" | "seat" | "rate";
 export type WaitPolicy = "allSettled" | "failFast";
 export type BlockedReason = "missing_definition" | "too_old" | "migration_failed";
 export interface BlockedInfo {
@@ -112,6 +139,8 @@ export interface NewTask {
   scope?: string | null;
   /** Throttle or debounce key (spec §14.6–§14.7). */
   flow?: FlowKey | null;
+  /** Seats, rate limits, fairness (spec §14.9–§14.12). */
+  gates?: Gates | null;
 }
 
 export interface FlowKey {
@@ -151,6 +180,8 @@ export interface ClaimRequest {
   names: readonly string[];
   limit: number;
   leaseGraceMs: number;
+  /** Seat and rate limits of the claimer's definitions (spec §14.9, §14.10). */
+  limits?: ClaimLimits;
 }
 
 export interface ClaimedTask extends TaskRecord {
@@ -276,6 +307,11 @@ export interface ExplainRows {
   definition: DefinitionInfo | null;
   /** The store's clock when this was read. */
   now: number;
+  /** A task of a seat: who holds the seat now, and its run-time limit (spec §14.9). */
+  seatHolders: TaskId[];
+  seatOverride: number | null;
+  /** The buckets the task is charged to, as stored (spec §14.10). */
+  buckets: { bucket: string; level: number; pausedUntil: number; limit: number; periodMs: number }[];
 }
 
 export interface WaitEdge {
@@ -371,6 +407,19 @@ export interface Store {
   inspectRows(limit: number): Promise<InspectRows>;
   waitMembers(id: TaskId): Promise<TaskId[]>;
   explainRows(id: TaskId): Promise<ExplainRows | null>;
+  // Flow control (spec §14.9–§14.12).
+  /** A run-time limit for a seat group or one "group\u001fkey"; null removes it. Returns tasks woken. */
+  setSeatLimit(seat: string, limit: number | null): Promise<number>;
+  seatLimits(): Promise<{ seat: string; limit: number }[]>;
+  /** Maintenance: wake tasks parked on seats with free places; drop stale fairness tags. */
+  maintainGates(limits: ClaimLimits): Promise<number>;
+  /** A 429: pause the task's buckets (or those of one rate-limit name) for ms. Returns the buckets paused. */
+  pauseRate(id: TaskId, ms: number, only: string | null): Promise<string[]>;
+  /** Actual usage of a started task corrects the estimate its buckets were charged. */
+  reportUsage(
+    id: TaskId,
+    usage: Readonly<Record<string, number>>,
+  ): Promise<{ bucket: string; charged: number; actual: number }[]>;
   /** Which of these tasks carry an abort mark (a worker checks its running invocations). */
   markedAmong(ids: readonly TaskId[]): Promise<TaskId[]>;
 

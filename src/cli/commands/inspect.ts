@@ -28,6 +28,10 @@ function describeDerived(d: DerivedState): string {
           return `aborting: waits for owned ${d.on.ids.join(", ")}`;
         case "needs":
           return `waiting on ${d.on.count} needs`;
+        case "seat":
+          return `waiting for a seat of "${d.on.seat}"`;
+        case "rate":
+          return `waiting for rate limit until ${iso(d.on.until)}`;
         case "timer":
           return `waiting until ${iso(d.on.until)}`;
       }

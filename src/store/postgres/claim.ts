@@ -1,6 +1,7 @@
 /** Claims (spec §3): promotion of due timers, reclaim of expired leases (or failure past maxAttempts), batch claims with SKIP LOCKED. */
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
+import { admit, parkClaimed, parseCharges } from "../gates.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
@@ -34,28 +35,82 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
         continue;
       }
       const rows = await core.run<TaskRow>(c, CLAIM_ONE, { ...base, id: e.id });
-      if (!rows[0]) continue;
-      out.push({ ...toRecord(rows[0]), reclaimed: true });
-      await core.event(c, e.id, "reclaimed", rows[0].attempts, {
+      const r = rows[0];
+      if (!r) continue;
+      await core.event(c, e.id, "reclaimed", r.attempts, {
         previousHolder: e.locked_by,
         leaseUntil: e.lease_until,
       });
+      if (r.seat !== null || r.rate !== null) {
+        // A reclaim is a new start: it pays its rate limits like any other (spec §14.10).
+        const now = await core.nowIn(c);
+        const v = await core.inTx(c, admit(r, req.limits, now, [r.id]));
+        if (!v.ok) {
+          await core.inTx(c, parkClaimed(r.id, v, r.started_at, r.claimed_at));
+          continue;
+        }
+      }
+      out.push({ ...toRecord(r), reclaimed: true });
     }
     const start = core.rr++ % req.queues.length;
     for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
       const queue = req.queues[(start + i) % req.queues.length]!;
-      const rows = await core.run<TaskRow>(c, CLAIM_PENDING, {
-        ...base,
-        queue,
-        names: req.names,
-        limit: req.limit - out.length,
-      });
-      rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
-      for (const r of rows) out.push({ ...toRecord(r), reclaimed: false });
+      // Claimed rows that may not start park again (spec §14.9, §14.10); a few more rounds fill the slots.
+      for (let round = 0; round < GATE_ROUNDS && out.length < req.limit; round++) {
+        const want = req.limit - out.length;
+        const rows = await core.run<ClaimedRow>(c, CLAIM_PENDING, {
+          ...base,
+          queue,
+          names: req.names,
+          limit: want,
+        });
+        rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
+        const parked = await gate(core, c, rows, req);
+        for (const r of rows) if (!parked.has(r.id)) out.push({ ...toRecord(r), reclaimed: false });
+        if (parked.size === 0 || rows.length < want) break;
+      }
     }
     await core.bumpLive(c, lost);
     return out;
   });
+}
+
+const GATE_ROUNDS = 8;
+
+type ClaimedRow = TaskRow & { prev_started: number | null; prev_claimed: number | null };
+
+/**
+ * Seats and rate limits of rows just claimed (spec §14.9, §14.10). The locks of
+ * every seat and bucket involved are taken first, in one order, so claimers
+ * that share several keys cannot deadlock; then rows are admitted in claim order.
+ * Returns the ids parked.
+ */
+async function gate(core: PgCore, c: Client, rows: readonly ClaimedRow[], req: ClaimRequest) {
+  const parked = new Set<number>();
+  const gated = rows.filter((r) => r.seat !== null || r.rate !== null);
+  if (gated.length === 0) return parked;
+  const keys = new Set<string>();
+  for (const r of gated) {
+    if (r.seat !== null) keys.add(`seat:${r.seat}`);
+    for (const ch of parseCharges(r.rate)) keys.add(`bucket:${ch.bucket}`);
+  }
+  for (const key of [...keys].sort()) await core.exec(c, { op: "lock", key });
+  const now = await core.nowIn(c);
+  for (const [i, r] of gated.entries()) {
+    // This row and the later rows of its seat are running but not yet admitted.
+    const undecided =
+      r.seat === null
+        ? []
+        : gated
+            .slice(i)
+            .filter((g) => g.seat === r.seat)
+            .map((g) => g.id);
+    const v = await core.inTx(c, admit(r, req.limits, now, undecided));
+    if (v.ok) continue;
+    await core.inTx(c, parkClaimed(r.id, v, r.prev_started, r.prev_claimed));
+    parked.add(r.id);
+  }
+  return parked;
 }
 
 /** spec §5.4. Returns the queue of the failed task (its live count drops). */

@@ -233,7 +233,12 @@ export class PgCore {
   }
 
   async now(): Promise<number> {
-    return this.read(async (c) => (await this.run<{ t: number }>(c, "SELECT :now AS t"))[0]!.t);
+    return this.read((c) => this.nowIn(c));
+  }
+
+  /** The transaction's clock. */
+  async nowIn(c: Client): Promise<number> {
+    return (await this.run<{ t: number }>(c, "SELECT :now AS t"))[0]!.t;
   }
 
   /** spec §10.1: migrations run under a transaction-scoped advisory lock, so concurrent opens serialise. */

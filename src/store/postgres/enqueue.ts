@@ -11,6 +11,7 @@ import {
   ValidationError,
 } from "../../errors.js";
 import { flowAfter, flowBefore } from "../flow.js";
+import { applyGates } from "../gates.js";
 import type { Enqueued, EnqueueOptions, NewTask, TaskRecord } from "../store.js";
 import type { Client, PgCore } from "./core.js";
 import { types, upstreamError } from "./core.js";
@@ -23,8 +24,8 @@ export async function enqueue(
   batch: readonly NewTask[],
   opts: EnqueueOptions,
 ): Promise<Enqueued[]> {
-  // The one-round-trip functions know neither needs, scopes nor flow keys; those entries take the general path.
-  if (batch.every((t) => t.needs.length === 0 && (t.scope ?? null) === null && !t.flow))
+  // The one-round-trip functions know neither needs, scopes, flow keys nor gates; those entries take the general path.
+  if (batch.every((t) => t.needs.length === 0 && (t.scope ?? null) === null && !t.flow && !t.gates))
     return enqueueSimple(core, batch, opts);
   return core.tx(async (c) => {
     const queues = [...new Set(batch.map((t) => t.queue))].sort();
@@ -141,6 +142,7 @@ export async function enqueue(
         });
       }
       if (t.flow) await core.inTx(c, flowAfter(t.queue, t.flow, row.id));
+      if (t.gates) await core.inTx(c, applyGates(row.id, t.queue, t.priority, t.gates));
       if (row.status !== "terminal") added.set(t.queue, (added.get(t.queue) ?? 0) + 1);
       if (row.status === "pending") anyPending = true;
       out.push({ id: row.id, deduped: false, status: row.status });

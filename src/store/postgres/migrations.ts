@@ -247,6 +247,66 @@ CREATE TABLE {s}.ratchet_flow_keys (
 );
 `,
   },
+  {
+    version: 6,
+    sql: `
+-- Flow control inside the claim (spec §14.9–§14.12). seat: the concurrency group and key a task runs
+-- under; rate: the buckets and costs it is charged at each start (JSON); fair_key: its fairness key.
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN seat text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN rate text;
+ALTER TABLE {s}.ratchet_tasks ADD COLUMN fair_key text;
+-- Running (and pending) tasks of a seat, counted at each claim of the seat: bounded by its limit.
+CREATE INDEX ratchet_tasks_seat ON {s}.ratchet_tasks (seat, status) WHERE seat IS NOT NULL;
+-- Tasks parked on a full seat, in claim order: woken one by one as places free.
+CREATE INDEX ratchet_tasks_seat_parked ON {s}.ratchet_tasks (seat, order_key, id) WHERE status = 'waiting' AND wait_on = 'seat';
+-- Run-time seat limits of a group or one key; they override the limit in code.
+CREATE TABLE {s}.ratchet_seat_limits (
+  seat       text PRIMARY KEY,
+  lim        integer NOT NULL,
+  updated_at bigint NOT NULL
+);
+-- Token buckets: level measured at 'at', the wake-up time of the next parked task, a 429 pause,
+-- and the configuration the last claimer charged it with.
+CREATE TABLE {s}.ratchet_buckets (
+  bucket       text PRIMARY KEY,
+  tokens       double precision NOT NULL,
+  at           bigint NOT NULL,
+  next_wake    bigint NOT NULL,
+  paused_until bigint NOT NULL,
+  lim          double precision NOT NULL,
+  period_ms    bigint NOT NULL,
+  burst        double precision NOT NULL
+);
+-- Fair queueing: the start tag the next task of a key gets.
+CREATE TABLE {s}.ratchet_fair (
+  queue   text NOT NULL,
+  key     text NOT NULL,
+  next_at bigint NOT NULL,
+  PRIMARY KEY (queue, key)
+);
+CREATE INDEX ratchet_fair_next ON {s}.ratchet_fair (next_at);
+-- A task that leaves 'running' frees its seat: the first parked task of the seat becomes pending.
+-- A trigger, so that no transition (settle, park, fail, cancel, reclaim) can forget it. It takes the
+-- seat's lock, which a claim holds from its count to its commit, so a task parked by a concurrent
+-- claim is seen. A claim that parks a task on a full seat is not a release.
+CREATE FUNCTION {s}.ratchet_seat_release() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('ratchet-seat:' || OLD.seat || ':' || TG_TABLE_SCHEMA));
+  UPDATE {s}.ratchet_tasks SET status = 'pending', wait_on = NULL, updated_at = NEW.updated_at
+  WHERE id = (SELECT id FROM {s}.ratchet_tasks WHERE seat = OLD.seat AND status = 'waiting' AND wait_on = 'seat'
+              ORDER BY order_key, id LIMIT 1);
+  IF FOUND THEN
+    PERFORM pg_notify('ratchet_' || TG_TABLE_SCHEMA, '');
+  END IF;
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER ratchet_seat_release AFTER UPDATE OF status ON {s}.ratchet_tasks FOR EACH ROW
+WHEN (OLD.status = 'running' AND NEW.status <> 'running' AND OLD.seat IS NOT NULL
+  AND NOT (NEW.status = 'waiting' AND NEW.wait_on IS NOT DISTINCT FROM 'seat'))
+EXECUTE FUNCTION {s}.ratchet_seat_release();
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

@@ -13,12 +13,14 @@
  *   `subscribe` LISTENs on a dedicated connection that reconnects with backoff.
  */
 import type pg from "pg";
+import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
 import type {
   AbortResult,
   BlockedInfo,
   ClaimedTask,
+  ClaimLimits,
   ClaimRequest,
   DefinitionInfo,
   Enqueued,
@@ -138,6 +140,19 @@ export class PostgresStore implements Store {
   waitMembers = (id: TaskId): Promise<TaskId[]> => this.core.program(() => tree.waitMembers(id));
   explainRows = (id: TaskId): Promise<ExplainRows | null> => this.core.program(() => tree.explainRows(id));
   markedAmong = (ids: readonly TaskId[]): Promise<TaskId[]> => this.core.program(() => tree.markedAmong(ids));
+  // Flow control (spec §14.9–§14.12).
+  setSeatLimit = (seat: string, limit: number | null): Promise<number> =>
+    this.core.program(() => gates.setSeatLimit(seat, limit));
+  seatLimits = () => this.core.program(() => gates.seatLimits());
+  maintainGates = (limits: ClaimLimits): Promise<number> =>
+    this.core.program(function* () {
+      yield* gates.pruneFair();
+      return yield* gates.sweepSeats(limits);
+    });
+  pauseRate = (id: TaskId, ms: number, only: string | null): Promise<string[]> =>
+    this.core.program(() => gates.pauseBuckets(id, ms, only));
+  reportUsage = (id: TaskId, usage: Readonly<Record<string, number>>) =>
+    this.core.program(() => gates.reportUsage(id, usage));
   upsertSchedule = (s: ScheduleSpec): Promise<ScheduleRow> =>
     this.core.program(() => sched.upsertSchedule(s));
   deleteSchedule = (name: string): Promise<boolean> => this.core.program(() => sched.deleteSchedule(name));

@@ -18,13 +18,16 @@ const CLAIM_SET = `status = 'running', attempts = t.attempts + 1, epoch = t.epoc
  * Batch claim: candidates are locked with SKIP LOCKED (concurrent claimers
  * take disjoint rows instead of queueing), then one conditional UPDATE whose
  * returned rows are the ownership; READY is re-checked on the locked rows.
+ * The times before the claim come back too: a row that may not start (a full
+ * seat, an empty bucket) parks again as if never claimed (spec §14.9).
  */
 export const CLAIM_PENDING = `
 UPDATE ${T} t SET ${CLAIM_SET}
-FROM (SELECT id FROM ${T} WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
+FROM (SELECT id, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T}
+      WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
       ORDER BY order_key, id LIMIT :limit FOR UPDATE SKIP LOCKED) c
 WHERE t.id = c.id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")}
-RETURNING t.*`;
+RETURNING t.*, c.prev_started, c.prev_claimed`;
 
 export const SELECT_EXPIRED = `
 SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}

@@ -1,6 +1,7 @@
 /** Claiming for the SQLite store: promotion, reclaim of expired leases, round-robin claim. spec §3, §5.4. */
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
+import { admit, type GateColumns, parkClaimed, parkPending } from "../gates.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
@@ -14,6 +15,9 @@ import {
   selectExpired,
   selectPending,
 } from "./sql.js";
+
+/** Rounds of candidates one claim reads per queue when gated candidates parked. */
+const GATE_ROUNDS = 8;
 
 /** spec §3.1–§3.4, §3.6. Promotion and claim share one IMMEDIATE transaction. */
 export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
@@ -50,21 +54,43 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       }
       const r = claimOne.get({ ...base, id: e.id }) as TaskRow | undefined;
       if (!r) continue;
-      out.push({ ...toRecord(r), reclaimed: true });
       c.event(r.id, now, "reclaimed", r.attempts, {
         previousHolder: e.locked_by,
         leaseUntil: e.lease_until,
       });
+      if (r.seat !== null || r.rate !== null) {
+        // A reclaim is a new start: it pays its rate limits like any other (spec §14.10).
+        const v = c.inTx(admit(r, req.limits, now, [r.id]));
+        if (!v.ok) {
+          c.inTx(parkClaimed(r.id, v, r.started_at, r.claimed_at));
+          continue;
+        }
+      }
+      out.push({ ...toRecord(r), reclaimed: true });
     }
     // Queues are served round-robin from a rotating start, each through its own index range.
     const start = c.rr++ % req.queues.length;
     const select = c.s(selectPending(req.names.length));
     for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
       const queue = req.queues[(start + i) % req.queues.length]!;
-      const ids = select.all({ ...lists, queue, limit: req.limit - out.length }) as { id: number }[];
-      for (const { id } of ids) {
-        const r = claimOne.get({ ...base, id }) as TaskRow | undefined;
-        if (r) out.push({ ...toRecord(r), reclaimed: false });
+      // Candidates that may not start park (spec §14.9, §14.10), so a few more rounds fill the free slots.
+      for (let round = 0; round < GATE_ROUNDS && out.length < req.limit; round++) {
+        const want = req.limit - out.length;
+        const rows = select.all({ ...lists, queue, limit: want }) as GateColumns[];
+        let parked = 0;
+        for (const cand of rows) {
+          if (cand.seat !== null || cand.rate !== null) {
+            const v = c.inTx(admit(cand, req.limits, now));
+            if (!v.ok) {
+              c.inTx(parkPending(cand.id, v));
+              parked++;
+              continue;
+            }
+          }
+          const r = claimOne.get({ ...base, id: cand.id }) as TaskRow | undefined;
+          if (r) out.push({ ...toRecord(r), reclaimed: false });
+        }
+        if (parked === 0 || rows.length < want) break;
       }
     }
     return out;

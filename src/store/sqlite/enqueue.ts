@@ -4,6 +4,7 @@ import { fromJson, type StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
 import { flowAfter, flowBefore } from "../flow.js";
+import { applyGates } from "../gates.js";
 import type { Enqueued, EnqueueOptions, NeedRef, NewTask, TaskRecord } from "../store.js";
 import { type SqliteCore, upstreamError } from "./core.js";
 
@@ -69,6 +70,7 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
       });
       const id = Number(info.lastInsertRowid);
       if (t.flow) c.inTx(flowAfter(t.queue, t.flow, id));
+      if (t.gates) c.inTx(applyGates(id, t.queue, t.priority, t.gates));
       for (const n of needIds) {
         addDep.run(n, id);
         bumpDependents.run(n);

@@ -187,6 +187,57 @@ CREATE TABLE ratchet_flow_keys (
 );
 `,
   },
+  {
+    version: 5,
+    sql: `
+-- Flow control inside the claim (spec §14.9–§14.12). seat: the concurrency group and key a task runs
+-- under; rate: the buckets and costs it is charged at each start (JSON); fair_key: its fairness key.
+ALTER TABLE ratchet_tasks ADD COLUMN seat TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN rate TEXT;
+ALTER TABLE ratchet_tasks ADD COLUMN fair_key TEXT;
+-- Running (and pending) tasks of a seat, counted at each claim of the seat: bounded by its limit.
+CREATE INDEX ratchet_tasks_seat ON ratchet_tasks (seat, status) WHERE seat IS NOT NULL;
+-- Tasks parked on a full seat, in claim order: woken one by one as places free.
+CREATE INDEX ratchet_tasks_seat_parked ON ratchet_tasks (seat, order_key, id) WHERE status = 'waiting' AND wait_on = 'seat';
+-- Run-time seat limits of a group or one key; they override the limit in code.
+CREATE TABLE ratchet_seat_limits (
+  seat       TEXT PRIMARY KEY,
+  lim        INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+-- Token buckets: level measured at 'at', the wake-up time of the next parked task, a 429 pause,
+-- and the configuration the last claimer charged it with.
+CREATE TABLE ratchet_buckets (
+  bucket       TEXT PRIMARY KEY,
+  tokens       REAL NOT NULL,
+  at           INTEGER NOT NULL,
+  next_wake    INTEGER NOT NULL,
+  paused_until INTEGER NOT NULL,
+  lim          REAL NOT NULL,
+  period_ms    INTEGER NOT NULL,
+  burst        REAL NOT NULL
+);
+-- Fair queueing: the start tag the next task of a key gets.
+CREATE TABLE ratchet_fair (
+  queue   TEXT NOT NULL,
+  key     TEXT NOT NULL,
+  next_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, key)
+);
+CREATE INDEX ratchet_fair_next ON ratchet_fair (next_at);
+-- A task that leaves 'running' frees its seat: the first parked task of the seat becomes pending.
+-- A trigger, so that no transition (settle, park, fail, cancel, reclaim) can forget it. A claim that
+-- parks a task on a full seat is not a release.
+CREATE TRIGGER ratchet_seat_release AFTER UPDATE OF status ON ratchet_tasks
+WHEN OLD.status = 'running' AND NEW.status <> 'running' AND OLD.seat IS NOT NULL
+  AND NOT (NEW.status = 'waiting' AND NEW.wait_on IS 'seat')
+BEGIN
+  UPDATE ratchet_tasks SET status = 'pending', wait_on = NULL, updated_at = NEW.updated_at
+  WHERE id = (SELECT id FROM ratchet_tasks WHERE seat = OLD.seat AND status = 'waiting' AND wait_on = 'seat'
+              ORDER BY order_key, id LIMIT 1);
+END;
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -43,7 +43,7 @@ export function bindList(prefix: string, values: readonly string[], into: Record
 
 /** Due pending rows in claim order (index ratchet_tasks_ready). */
 export function selectPending(names: number): string {
-  return `SELECT id FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND name IN ${inList("n", names)}
+  return `SELECT id, seat, rate FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND name IN ${inList("n", names)}
 ORDER BY order_key, id LIMIT :limit`;
 }
 

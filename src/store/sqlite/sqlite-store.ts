@@ -17,12 +17,14 @@
 import Database from "better-sqlite3";
 import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
+import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
 import type {
   AbortResult,
   BlockedInfo,
   ClaimedTask,
+  ClaimLimits,
   ClaimRequest,
   DefinitionInfo,
   Enqueued,
@@ -275,6 +277,31 @@ export class SqliteStore implements Store {
 
   async markedAmong(ids: readonly TaskId[]): Promise<TaskId[]> {
     return this.#c.program(() => tree.markedAmong(ids));
+  }
+
+  // ----------------------------------------------------------------- flow control (spec §14.9–§14.12)
+
+  async setSeatLimit(seat: string, limit: number | null): Promise<number> {
+    return this.#c.program(() => gates.setSeatLimit(seat, limit));
+  }
+
+  async seatLimits(): Promise<{ seat: string; limit: number }[]> {
+    return this.#c.read(() => this.#c.inTx(gates.seatLimits()));
+  }
+
+  async maintainGates(limits: ClaimLimits): Promise<number> {
+    return this.#c.program(function* () {
+      yield* gates.pruneFair();
+      return yield* gates.sweepSeats(limits);
+    });
+  }
+
+  async pauseRate(id: TaskId, ms: number, only: string | null): Promise<string[]> {
+    return this.#c.program(() => gates.pauseBuckets(id, ms, only));
+  }
+
+  async reportUsage(id: TaskId, usage: Readonly<Record<string, number>>) {
+    return this.#c.program(() => gates.reportUsage(id, usage));
   }
 
   // ----------------------------------------------------------------- reads

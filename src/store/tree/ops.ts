@@ -18,6 +18,7 @@ import {
   ValidationError,
   WaitError,
 } from "../../errors.js";
+import { applyGates, gateExplain } from "../gates.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type {
   AbortResult,
@@ -463,6 +464,7 @@ export function* spawn(
     },
   );
   if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id: row!.id });
+  if (t.gates) yield* applyGates(row!.id, t.queue, t.priority, t.gates);
   yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: owner.id });
   yield { op: "bump", queue: t.queue, n: 1 };
   if (delay === 0) yield { op: "notify" };
@@ -894,5 +896,6 @@ export function* explainRows(id: TaskId): Program<ExplainRows | null> {
     liveNeeds: needs,
     definition: def ? { name: def.name, version: def.version, hasAbort: def.has_abort === 1 } : null,
     now: Number(now!.t),
+    ...(yield* gateExplain(row.seat, row.rate, Number(now!.t))),
   };
 }

@@ -91,6 +91,9 @@ export function registerEnqueueTests(it: Define): void {
       eventName: null,
       checkpoint: null,
       blocked: null,
+      seat: null,
+      rate: null,
+      fairKey: null,
     });
     expect(await store.get(b)).toMatchObject({
       status: "waiting",
