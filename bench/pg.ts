@@ -20,7 +20,7 @@ import { performance } from "node:perf_hooks";
 import { createInterface } from "node:readline";
 import pg from "pg";
 import { Ratchet, silentLogger } from "../src/index.js";
-import { makePgTasks, PG_TASK } from "../test/fixtures/pg-tasks.js";
+import { BENCH_SEAT_KEYS, BENCH_SEAT_LIMIT, makePgTasks, PG_TASK } from "../test/fixtures/pg-tasks.js";
 import { fmt, median, n, percentile, progress } from "./stats.js";
 
 export interface PgBenchOptions {
@@ -312,10 +312,15 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
   }
 
   /** Spawns `procs` workers, enqueues `count` due no-ops (untimed), then times go → all settled. */
-  async function timedDrain(s: Scene, procs: number, count: number): Promise<number> {
+  async function timedDrain(
+    s: Scene,
+    procs: number,
+    count: number,
+    task: string = PG_TASK.benchNoop,
+  ): Promise<number> {
     const ws = await s.spawn(procs);
     const base = await s.live();
-    await s.enqueueBatches(PG_TASK.benchNoop, count, 1_000, (i) => ({ i }));
+    await s.enqueueBatches(task, count, 1_000, (i) => ({ i }));
     const t0 = performance.now();
     for (const w of ws) w.send("go");
     const t1 = await s.until(base, `a drain of ${count}`);
@@ -334,6 +339,24 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
         const ms = await timedDrain(s, procs, SIZE.drain);
         const done = await s.completed();
         if (done !== SIZE.drain) throw new Error(`drain: ${done} of ${SIZE.drain} completed`);
+        return ms;
+      });
+      f.samples.push((SIZE.drain / ms) * 1000);
+    }
+  }
+
+  /** W2 with seats (spec §14.9): the same drain when every task takes a seat of 64 keys × limit 2. */
+  async function drainSeated(procs: number): Promise<void> {
+    const f = record(
+      `drain ${n(SIZE.drain)} no-op tasks with seats (${BENCH_SEAT_KEYS} keys × limit ${BENCH_SEAT_LIMIT}), ${procs} worker process${procs > 1 ? "es" : ""} × concurrency ${CONCURRENCY}`,
+      "tasks/s",
+      `as the drain above, but each task has concurrency { key: i % ${BENCH_SEAT_KEYS}, limit ${BENCH_SEAT_LIMIT} }: every claim counts its seat and parks what does not fit`,
+    );
+    for (let run = 0; run < o.runs; run++) {
+      const ms = await withScene(o, async (s) => {
+        const ms = await timedDrain(s, procs, SIZE.drain, PG_TASK.benchSeated);
+        const done = await s.completed();
+        if (done !== SIZE.drain) throw new Error(`seated drain: ${done} of ${SIZE.drain} completed`);
         return ms;
       });
       f.samples.push((SIZE.drain / ms) * 1000);
@@ -423,6 +446,7 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
     ["enqueueMany", enqueueMany],
     ["drain, 1 process", () => drain(1)],
     ["drain, 2 processes", () => drain(2)],
+    ["drain with seats, 1 process", () => drainSeated(1)],
     ["drain, 4 processes", () => drain(4)],
     ["latency", latency],
     ["due among waiting", dueAmongWaiting],

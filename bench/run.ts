@@ -84,6 +84,15 @@ const steps10 = defineTask({
   },
 });
 
+/** W2 with seats (spec §14.9): 64 keys, at most 2 tasks of a key at once. */
+const SEAT_KEYS = 64;
+const SEAT_LIMIT = 2;
+const seated = defineTask({
+  name: "seated",
+  concurrency: { key: (i: { i: number }) => String(i.i % SEAT_KEYS), limit: SEAT_LIMIT },
+  run: () => null,
+});
+
 // ---------------------------------------------------------------- helpers
 
 /** A fresh directory with one SQLite file path; removed by the returned cleanup. */
@@ -216,6 +225,22 @@ async function benchDrain(concurrency: number): Promise<void> {
   }
 }
 
+/** The concurrency-16 drain again, every task under a seat: the claim counts seats and parks what does not fit. */
+async function benchDrainSeated(concurrency: number): Promise<void> {
+  const f = record(
+    `drain ${n(SIZE.drain)} no-op tasks with seats (${SEAT_KEYS} keys × limit ${SEAT_LIMIT}), concurrency ${concurrency}`,
+    "tasks/s",
+    `as the drain above, each task with concurrency { key: i % ${SEAT_KEYS}, limit ${SEAT_LIMIT} }`,
+  );
+  for (let run = 0; run < RUNS; run++) {
+    const ms = await withRatchet([seated], async (r) => {
+      await enqueueBatches(r, seated, SIZE.drain);
+      return timeDrain(r, SIZE.drain, concurrency);
+    });
+    f.samples.push((SIZE.drain / ms) * 1000);
+  }
+}
+
 async function benchSteps(): Promise<void> {
   const total = SIZE.stepTasks * SIZE.stepsPerTask;
   const label = `${n(SIZE.stepTasks)} tasks × ${SIZE.stepsPerTask} steps, concurrency 16`;
@@ -297,6 +322,7 @@ async function runSqlite(): Promise<void> {
     ["enqueueMany", benchEnqueueMany],
     ["drain c=1", () => benchDrain(1)],
     ["drain c=16", () => benchDrain(16)],
+    ["drain c=16 with seats", () => benchDrainSeated(16)],
     ["ctx.step", benchSteps],
   ];
   for (const [name, fn] of steps) {

@@ -504,6 +504,9 @@ export class Ratchet {
         }
       }
       let started = 0;
+      // Let queued settlements commit first (they flush on setImmediate, and a loop of claims
+      // resolved by microtasks would starve them): a claim then sees the seats they free (spec §14.9).
+      if (w.driver.unsettled > 0) await new Promise((res) => setImmediate(res));
       try {
         started = await w.driver.fill(Number.POSITIVE_INFINITY);
       } catch (err) {

@@ -73,20 +73,6 @@ export function* seatHolders(seat: string, limit: number): Program<TaskId[]> {
   return rows.map((r) => Number(r.id));
 }
 
-function* bucketState(bucket: string, cfg: BucketConfig, now: number): Program<BucketState> {
-  const row = yield* one<{ tokens: number; at: number; next_wake: number; paused_until: number }>(
-    `SELECT tokens, at, next_wake, paused_until FROM ${B} WHERE bucket = :b`,
-    { b: bucket },
-  );
-  if (!row) return fullBucket(cfg, now);
-  return {
-    tokens: Number(row.tokens),
-    at: Number(row.at),
-    nextWake: Number(row.next_wake),
-    pausedUntil: Number(row.paused_until),
-  };
-}
-
 function* saveBucket(bucket: string, s: BucketState, cfg: BucketConfig): Program<void> {
   yield* q(
     `INSERT INTO ${B} (bucket, tokens, at, next_wake, paused_until, lim, period_ms, burst)
@@ -113,43 +99,108 @@ export function parseCharges(rate: string | null): RateCharge[] {
 }
 
 /**
- * May this candidate start now? `undecided`: rows already marked running in
- * this transaction whose turn has not come (PostgreSQL claims in bulk and
- * checks after, in claim order; a reclaimed row is running too); they do not
- * count as holding the seat, so the earliest rows get it. Takes the rate
- * tokens when admitted. spec §14.9, §14.10.
+ * Which of these candidates may start now (spec §14.9, §14.10)? Rows are
+ * decided in the order given (claim order). `claimed`: the rows are already
+ * marked running in this transaction (PostgreSQL claims in bulk and checks
+ * after; a reclaimed row is running too), so they do not count as holding
+ * their seats until admitted here. Admitted rows take their rate tokens.
+ * A few statements per batch, not per row: the limits in force, the seat and
+ * bucket locks (PostgreSQL, sorted), the running count per seat, the buckets.
  */
-export function* admit(
-  cand: GateColumns,
+export function* admitBatch(
+  rows: readonly GateColumns[],
   limits: ClaimLimits | undefined,
   now: number,
-  undecided: readonly TaskId[] = [],
-): Program<Verdict> {
-  if (cand.seat !== null) {
-    const lim = yield* seatLimit(cand.seat, limits);
-    if (lim !== null) {
-      // PostgreSQL: claimers of one seat check one at a time, and the release trigger takes the same lock.
-      yield { op: "lock", key: `seat:${cand.seat}` };
-      const row = yield* one<{ n: number }>(
-        `SELECT count(*) AS n FROM ${T} WHERE seat = :seat AND status = 'running' AND id NOT IN @ids(ex)`,
-        { seat: cand.seat, ex: [...undecided] },
-      );
-      if (Number(row?.n ?? 0) + 1 > lim) return { ok: false, on: "seat", until: null };
+  claimed: boolean,
+): Program<Map<TaskId, Verdict>> {
+  const out = new Map<TaskId, Verdict>();
+  const seats = [...new Set(rows.map((r) => r.seat).filter((x): x is string => x !== null))];
+  const charges = new Map(rows.map((r) => [r.id, parseCharges(r.rate)]));
+  const bucketNames = [...new Set([...charges.values()].flat().map((c) => c.bucket))].filter(
+    (b) => limits?.rates[groupOf(b)] !== undefined, // a limit this claimer's code does not know is not enforced by it
+  );
+  const lim = yield* seatLimits_(seats, limits);
+  const gatedSeats = seats.filter((x) => lim.get(x) !== null);
+  yield {
+    op: "locks",
+    keys: [...gatedSeats.map((x) => `seat:${x}`), ...bucketNames.map((b) => `bucket:${b}`)],
+  };
+  const used = new Map<string, number>();
+  if (gatedSeats.length > 0) {
+    const counted = yield* q<{ seat: string; n: number }>(
+      `SELECT seat, count(*) AS n FROM ${T} WHERE seat IN @texts(seats) AND status = 'running'
+       ${claimed ? "AND id NOT IN @ids(batch)" : ""} GROUP BY seat`,
+      claimed ? { seats: gatedSeats, batch: rows.map((r) => r.id) } : { seats: gatedSeats },
+    );
+    for (const r of counted) used.set(r.seat, Number(r.n));
+  }
+  const states = new Map<string, { state: BucketState; cfg: BucketConfig; dirty: boolean }>();
+  if (bucketNames.length > 0) {
+    const stored = yield* q<{
+      bucket: string;
+      tokens: number;
+      at: number;
+      next_wake: number;
+      paused_until: number;
+    }>(`SELECT bucket, tokens, at, next_wake, paused_until FROM ${B} WHERE bucket IN @texts(names)`, {
+      names: bucketNames,
+    });
+    for (const b of bucketNames) {
+      const cfg = limits!.rates[groupOf(b)]!;
+      const row = stored.find((r) => r.bucket === b);
+      const state = row
+        ? {
+            tokens: Number(row.tokens),
+            at: Number(row.at),
+            nextWake: Number(row.next_wake),
+            pausedUntil: Number(row.paused_until),
+          }
+        : fullBucket(cfg, now);
+      states.set(b, { state, cfg, dirty: false });
     }
   }
-  const charges = parseCharges(cand.rate);
-  if (charges.length === 0) return { ok: true };
-  const items: { bucket: string; state: BucketState; cfg: BucketConfig; cost: number }[] = [];
-  for (const ch of [...charges].sort((a, b) => (a.bucket < b.bucket ? -1 : 1))) {
-    const cfg = limits?.rates[groupOf(ch.bucket)];
-    if (!cfg) continue; // this claimer's code does not know the limit: not enforced by it (spec §14.10)
-    yield { op: "lock", key: `bucket:${ch.bucket}` };
-    items.push({ bucket: ch.bucket, state: yield* bucketState(ch.bucket, cfg, now), cfg, cost: ch.cost });
+  for (const r of rows) {
+    const cap = r.seat === null ? null : (lim.get(r.seat) ?? null);
+    if (cap !== null && (used.get(r.seat!) ?? 0) + 1 > cap) {
+      out.set(r.id, { ok: false, on: "seat", until: null });
+      continue;
+    }
+    const mine = charges.get(r.id)!.filter((c) => states.has(c.bucket));
+    if (mine.length > 0) {
+      const items = mine.map((c) => ({ ...states.get(c.bucket)!, cost: c.cost }));
+      const d = decide(items, now);
+      mine.forEach((c, i) => {
+        states.set(c.bucket, { state: d.states[i]!, cfg: items[i]!.cfg, dirty: true });
+      });
+      if (!d.ok) {
+        out.set(r.id, { ok: false, on: "rate", until: d.until });
+        continue;
+      }
+    }
+    if (cap !== null) used.set(r.seat!, (used.get(r.seat!) ?? 0) + 1);
+    out.set(r.id, { ok: true });
   }
-  if (items.length === 0) return { ok: true };
-  const d = decide(items, now);
-  for (let i = 0; i < items.length; i++) yield* saveBucket(items[i]!.bucket, d.states[i]!, items[i]!.cfg);
-  return d.ok ? { ok: true } : { ok: false, on: "rate", until: d.until };
+  for (const [b, v] of states) if (v.dirty) yield* saveBucket(b, v.state, v.cfg);
+  return out;
+}
+
+/** The limit in force per seat (null: none known), from one read of the run-time limits. */
+function* seatLimits_(
+  seats: readonly string[],
+  limits: ClaimLimits | undefined,
+): Program<Map<string, number | null>> {
+  const out = new Map<string, number | null>();
+  if (seats.length === 0) return out;
+  const names = [...new Set([...seats, ...seats.map(groupOf)])];
+  const rows = yield* q<{ seat: string; lim: number }>(
+    `SELECT seat, lim FROM ${SL} WHERE seat IN @texts(names)`,
+    {
+      names,
+    },
+  );
+  const over = new Map(rows.map((r) => [r.seat, Number(r.lim)]));
+  for (const x of seats) out.set(x, over.get(x) ?? over.get(groupOf(x)) ?? limits?.seats[groupOf(x)] ?? null);
+  return out;
 }
 
 /** A pending candidate that may not start parks (SQLite checks before claiming). */
@@ -212,9 +263,11 @@ export function* sweepSeats(limits: ClaimLimits | undefined): Program<number> {
   for (const seat of seats) {
     const lim = yield* seatLimit(seat, limits);
     const row = yield* one<{ n: number }>(
-      `SELECT count(*) AS n FROM ${T} WHERE seat = :seat AND status IN ('running', 'pending')`,
+      `SELECT count(*) AS n FROM ${T} WHERE seat = :seat AND status = 'running'`,
       { seat },
     );
+    // Tasks of the seat already pending are not counted (no index finds them cheaply): a wake too
+    // many parks again at its claim.
     const free = lim === null ? SWEEP_WAKE : lim - Number(row?.n ?? 0);
     if (free > 0) woken += yield* wakeSeat(seat, Math.min(free, SWEEP_WAKE));
   }

@@ -140,6 +140,34 @@ forEachBackend(() => {
       expect((await r.get(c))!.outcome).toBe("completed");
     });
 
+    it("§14.9 a dead holder keeps its seat until its task is reclaimed; maintenance wakes parked tasks of seats with room", async () => {
+      const clock = new FakeClock(T0);
+      const t = defineTask({ name: "g", maxMs: 1_000, concurrency: { limit: 1 }, run: (_c, i: number) => i });
+      const r = await openRatchet([t], { clock });
+      const a = await r.enqueue(t, 1);
+      const b = await r.enqueue(t, 2);
+      const req = {
+        workerId: "dies",
+        queues: ["default"],
+        names: ["g"],
+        limit: 5,
+        leaseGraceMs: 1_000,
+        limits: { seats: { g: 1 }, rates: {} },
+      };
+      expect((await r.store.claim(req)).map((x) => x.id)).toEqual([a]);
+      expect((await r.get(b))!.waitOn).toBe("seat");
+      // The holder vanished; until the lease ends its code may still run, so b stays parked.
+      clock.advance(1_500);
+      expect(await r.store.claim({ ...req, workerId: "other" })).toEqual([]);
+      clock.advance(1_000);
+      const again = await r.store.claim({ ...req, workerId: "other" });
+      expect(again.map((x) => [x.id, x.reclaimed])).toEqual([[a, true]]);
+      expect((await r.get(b))!.waitOn).toBe("seat");
+      // With two places (a limit in newer code), the sweep wakes b without any release.
+      expect(await r.store.maintainGates({ seats: { g: 2 }, rates: {} })).toBe(1);
+      expect((await r.get(b))!.status).toBe("pending");
+    });
+
     it("§14.9 a group is shared by several definitions; its limit can change at run time for every worker", async () => {
       const running: string[] = [];
       let gate: () => void = () => {};

@@ -1,7 +1,7 @@
 /** Claiming for the SQLite store: promotion, reclaim of expired leases, round-robin claim. spec §3, §5.4. */
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
-import { admit, type GateColumns, parkClaimed, parkPending } from "../gates.js";
+import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
@@ -60,7 +60,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       });
       if (r.seat !== null || r.rate !== null) {
         // A reclaim is a new start: it pays its rate limits like any other (spec §14.10).
-        const v = c.inTx(admit(r, req.limits, now, [r.id]));
+        const v = c.inTx(admitBatch([r], req.limits, now, true)).get(r.id)!;
         if (!v.ok) {
           c.inTx(parkClaimed(r.id, v, r.started_at, r.claimed_at));
           continue;
@@ -77,15 +77,15 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       for (let round = 0; round < GATE_ROUNDS && out.length < req.limit; round++) {
         const want = req.limit - out.length;
         const rows = select.all({ ...lists, queue, limit: want }) as GateColumns[];
+        const gated = rows.filter((r) => r.seat !== null || r.rate !== null);
+        const verdicts = gated.length > 0 ? c.inTx(admitBatch(gated, req.limits, now, false)) : undefined;
         let parked = 0;
         for (const cand of rows) {
-          if (cand.seat !== null || cand.rate !== null) {
-            const v = c.inTx(admit(cand, req.limits, now));
-            if (!v.ok) {
-              c.inTx(parkPending(cand.id, v));
-              parked++;
-              continue;
-            }
+          const v = verdicts?.get(cand.id);
+          if (v && !v.ok) {
+            c.inTx(parkPending(cand.id, v));
+            parked++;
+            continue;
           }
           const r = claimOne.get({ ...base, id: cand.id }) as TaskRow | undefined;
           if (r) out.push({ ...toRecord(r), reclaimed: false });

@@ -107,6 +107,7 @@ export class SqliteCore {
       case "live":
         return this.queueLive(op.queue);
       case "lock":
+      case "locks":
       case "notify":
         return undefined;
     }

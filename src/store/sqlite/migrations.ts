@@ -195,8 +195,10 @@ CREATE TABLE ratchet_flow_keys (
 ALTER TABLE ratchet_tasks ADD COLUMN seat TEXT;
 ALTER TABLE ratchet_tasks ADD COLUMN rate TEXT;
 ALTER TABLE ratchet_tasks ADD COLUMN fair_key TEXT;
--- Running (and pending) tasks of a seat, counted at each claim of the seat: bounded by its limit.
-CREATE INDEX ratchet_tasks_seat ON ratchet_tasks (seat, status) WHERE seat IS NOT NULL;
+-- Running tasks of a seat, counted at each claim of the seat. Only running rows are in it, so it stays
+-- a few pages and a claim or settle moves one small entry (an index over every seated row measured
+-- ~35% off a seated drain: each status change rewrote entries in a big index).
+CREATE INDEX ratchet_tasks_seat ON ratchet_tasks (seat) WHERE status = 'running' AND seat IS NOT NULL;
 -- Tasks parked on a full seat, in claim order: woken one by one as places free.
 CREATE INDEX ratchet_tasks_seat_parked ON ratchet_tasks (seat, order_key, id) WHERE status = 'waiting' AND wait_on = 'seat';
 -- Run-time seat limits of a group or one key; they override the limit in code.

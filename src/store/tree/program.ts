@@ -11,6 +11,7 @@
  * drivers rewrite:
  * - `{s}.` the schema prefix (PostgreSQL) or nothing (SQLite);
  * - `@ids(name)` a set of task ids bound from an array parameter;
+ * - `@texts(name)` a set of strings bound from an array parameter;
  * - `@share` / `@update` row locks (`FOR SHARE` / `FOR UPDATE` on PostgreSQL,
  *   nothing on SQLite, where the IMMEDIATE transaction already serialises writers).
  * `:now` is the transaction's clock on both (the injected Clock on SQLite,
@@ -28,6 +29,8 @@ export type Op =
   | { op: "ended"; id: TaskId; completed: boolean }
   /** A transaction-scoped lock on a string key (PostgreSQL advisory lock; SQLite: no-op). */
   | { op: "lock"; key: string }
+  /** Several such locks in one statement, taken in sorted order (so two takers cannot deadlock). */
+  | { op: "locks"; keys: readonly string[] }
   /** Due work may have appeared (PostgreSQL NOTIFY; SQLite: no-op). */
   | { op: "notify" }
   /** Live tasks of a queue, for admission; PostgreSQL also takes the queue's admission lock (spec §2.7). */
@@ -70,6 +73,7 @@ export function sqliteSql(sql: string): string {
   return sql
     .replaceAll("{s}.", "")
     .replace(/@ids\((\w+)\)/g, "(SELECT value FROM json_each(:$1))")
+    .replace(/@texts\((\w+)\)/g, "(SELECT value FROM json_each(:$1))")
     .replaceAll("@share", "")
     .replaceAll("@update", "");
 }
@@ -85,6 +89,7 @@ export function sqliteParams(p: Record<string, unknown>): Record<string, unknown
 export function pgSql(sql: string): string {
   return sql
     .replace(/@ids\((\w+)\)/g, "(SELECT unnest(CAST(:$1 AS bigint[])))")
+    .replace(/@texts\((\w+)\)/g, "(SELECT unnest(CAST(:$1 AS text[])))")
     .replaceAll("@share", "FOR SHARE")
     .replaceAll("@update", "FOR UPDATE");
 }
