@@ -119,45 +119,58 @@ export function* admitBatch(
   const bucketNames = [...new Set([...charges.values()].flat().map((c) => c.bucket))].filter(
     (b) => limits?.rates[groupOf(b)] !== undefined, // a limit this claimer's code does not know is not enforced by it
   );
-  const lim = yield* seatLimits_(seats, limits);
-  const gatedSeats = seats.filter((x) => lim.get(x) !== null);
-  yield {
-    op: "locks",
-    keys: [...gatedSeats.map((x) => `seat:${x}`), ...bucketNames.map((b) => `bucket:${b}`)],
-  };
+  // Every seat of the batch is locked (PostgreSQL), then one read gives the run-time limits, the
+  // running count per seat and the buckets: two statements per claim whatever the batch size.
+  yield { op: "locks", keys: [...seats.map((x) => `seat:${x}`), ...bucketNames.map((b) => `bucket:${b}`)] };
+  const names = [...new Set([...seats, ...seats.map(groupOf)])];
+  const read = yield* q<{
+    kind: string;
+    key: string;
+    a: number;
+    b: number | null;
+    c: number | null;
+    d: number | null;
+  }>(
+    `SELECT 'limit' AS kind, seat AS key, CAST(lim AS double precision) AS a, CAST(NULL AS double precision) AS b,
+       CAST(NULL AS double precision) AS c, CAST(NULL AS double precision) AS d
+     FROM ${SL} WHERE seat IN @texts(names)
+     UNION ALL
+     SELECT 'running', seat, CAST(count(*) AS double precision), NULL, NULL, NULL
+     FROM ${T} WHERE seat IN @texts(seats) AND status = 'running' ${claimed ? "AND id NOT IN @ids(batch)" : ""}
+     GROUP BY seat
+     UNION ALL
+     SELECT 'bucket', bucket, tokens, CAST(at AS double precision), CAST(next_wake AS double precision),
+       CAST(paused_until AS double precision)
+     FROM ${B} WHERE bucket IN @texts(buckets)`,
+    {
+      names: seats.length > 0 ? names : [],
+      seats,
+      buckets: bucketNames,
+      ...(claimed ? { batch: rows.map((r) => r.id) } : {}),
+    },
+  );
+  const over = new Map<string, number>();
   const used = new Map<string, number>();
-  if (gatedSeats.length > 0) {
-    const counted = yield* q<{ seat: string; n: number }>(
-      `SELECT seat, count(*) AS n FROM ${T} WHERE seat IN @texts(seats) AND status = 'running'
-       ${claimed ? "AND id NOT IN @ids(batch)" : ""} GROUP BY seat`,
-      claimed ? { seats: gatedSeats, batch: rows.map((r) => r.id) } : { seats: gatedSeats },
-    );
-    for (const r of counted) used.set(r.seat, Number(r.n));
+  const stored = new Map<string, BucketState>();
+  for (const r of read) {
+    if (r.kind === "limit") over.set(r.key, Number(r.a));
+    else if (r.kind === "running") used.set(r.key, Number(r.a));
+    else
+      stored.set(r.key, {
+        tokens: Number(r.a),
+        at: Number(r.b),
+        nextWake: Number(r.c),
+        pausedUntil: Number(r.d),
+      });
   }
+  // spec §14.9: the key's run-time limit, else its group's, else the limit in this claimer's code.
+  const lim = new Map<string, number | null>(
+    seats.map((x) => [x, over.get(x) ?? over.get(groupOf(x)) ?? limits?.seats[groupOf(x)] ?? null]),
+  );
   const states = new Map<string, { state: BucketState; cfg: BucketConfig; dirty: boolean }>();
-  if (bucketNames.length > 0) {
-    const stored = yield* q<{
-      bucket: string;
-      tokens: number;
-      at: number;
-      next_wake: number;
-      paused_until: number;
-    }>(`SELECT bucket, tokens, at, next_wake, paused_until FROM ${B} WHERE bucket IN @texts(names)`, {
-      names: bucketNames,
-    });
-    for (const b of bucketNames) {
-      const cfg = limits!.rates[groupOf(b)]!;
-      const row = stored.find((r) => r.bucket === b);
-      const state = row
-        ? {
-            tokens: Number(row.tokens),
-            at: Number(row.at),
-            nextWake: Number(row.next_wake),
-            pausedUntil: Number(row.paused_until),
-          }
-        : fullBucket(cfg, now);
-      states.set(b, { state, cfg, dirty: false });
-    }
+  for (const b of bucketNames) {
+    const cfg = limits!.rates[groupOf(b)]!;
+    states.set(b, { state: stored.get(b) ?? fullBucket(cfg, now), cfg, dirty: false });
   }
   for (const r of rows) {
     const cap = r.seat === null ? null : (lim.get(r.seat) ?? null);
@@ -181,25 +194,6 @@ export function* admitBatch(
     out.set(r.id, { ok: true });
   }
   for (const [b, v] of states) if (v.dirty) yield* saveBucket(b, v.state, v.cfg);
-  return out;
-}
-
-/** The limit in force per seat (null: none known), from one read of the run-time limits. */
-function* seatLimits_(
-  seats: readonly string[],
-  limits: ClaimLimits | undefined,
-): Program<Map<string, number | null>> {
-  const out = new Map<string, number | null>();
-  if (seats.length === 0) return out;
-  const names = [...new Set([...seats, ...seats.map(groupOf)])];
-  const rows = yield* q<{ seat: string; lim: number }>(
-    `SELECT seat, lim FROM ${SL} WHERE seat IN @texts(names)`,
-    {
-      names,
-    },
-  );
-  const over = new Map(rows.map((r) => [r.seat, Number(r.lim)]));
-  for (const x of seats) out.set(x, over.get(x) ?? over.get(groupOf(x)) ?? limits?.seats[groupOf(x)] ?? null);
   return out;
 }
 

@@ -581,3 +581,26 @@ describe("ratchet CLI: why (spec §14.5)", () => {
     expect(bad.stderr).toContain("RATCHET_NOT_FOUND");
   });
 });
+
+describe("ratchet CLI: concurrency (spec §14.9)", () => {
+  it("spec §14.9: concurrency sets, lists and clears run-time limits for every worker; bad input exits 2 and changes nothing", async () => {
+    const c = setup();
+    await withLibrary(c, async () => {});
+    expect(ok(c.run("concurrency"))).toMatch(/no run-time concurrency limits/);
+    expect(ok(c.run("concurrency", "openai", "3"))).toBe("openai: limit 3; woke 0 parked tasks\n");
+    expect(ok(c.run("concurrency", "openai", "1", "--key", "tenant-7"))).toBe(
+      "openai:tenant-7: limit 1; woke 0 parked tasks\n",
+    );
+    expect(json<{ seat: string; limit: number }[]>(c.run("concurrency", "--json"))).toEqual([
+      { seat: "openai", limit: 3 },
+      { seat: "openai:tenant-7", limit: 1 },
+    ]);
+    const bad = c.run("concurrency", "openai", "-4");
+    expect(bad.status).toBe(2);
+    expect(c.run("concurrency", "openai").status).toBe(2);
+    expect(ok(c.run("concurrency", "openai", "--clear"))).toMatch(/^openai: limit in code/);
+    await withLibrary(c, async (r) => {
+      expect((await r.concurrencyLimits()).overrides).toEqual([{ seat: "openai:tenant-7", limit: 1 }]);
+    });
+  });
+});

@@ -77,6 +77,51 @@ export function registerSteer(program: Command): void {
     });
 
   program
+    .command("concurrency")
+    .description(
+      "run-time concurrency limits (spec §14.9): list them; or set GROUP's limit (or one --key of it) for every worker; --clear goes back to the limit in code",
+    )
+    .argument("[group]", "concurrency group (a task name, or concurrencyGroup)")
+    .argument(
+      "[limit]",
+      "tasks of one key that may run at once",
+      option((t) => parseInteger(t, "limit", 0, 1_000_000)),
+    )
+    .option("--key <key>", "limit only this key of the group")
+    .option("--clear", "remove the run-time limit")
+    .action(
+      async (
+        group: string | undefined,
+        limit: number | undefined,
+        o: { key?: string; clear?: boolean },
+        cmd: Command,
+      ) => {
+        await withSession(cmd, {}, async (s) => {
+          if (group === undefined) {
+            if (o.key !== undefined || o.clear) throw new UsageError("--key and --clear need a group");
+            const { overrides } = await s.ratchet.concurrencyLimits();
+            if (s.json) return printJson(overrides);
+            if (overrides.length === 0)
+              return print("no run-time concurrency limits (the limits in code apply)");
+            for (const r of overrides) print(`${r.seat}\t${r.limit}`);
+            return;
+          }
+          if ((limit === undefined) === !o.clear)
+            throw new UsageError("give a LIMIT, or --clear to remove the run-time limit");
+          const woken = await s.ratchet.setConcurrencyLimit(group, o.clear ? null : limit!, {
+            ...(o.key === undefined ? {} : { key: o.key }),
+          });
+          const name = o.key === undefined ? group : `${group}:${o.key}`;
+          if (s.json) printJson({ seat: name, limit: o.clear ? null : limit, woken });
+          else
+            print(
+              `${name}: ${o.clear ? "limit in code" : `limit ${limit}`}; woke ${woken} parked task${woken === 1 ? "" : "s"}`,
+            );
+        });
+      },
+    );
+
+  program
     .command("migrate")
     .description("create or upgrade the store's schema (every command also does this on open)")
     .action(async (_o: unknown, cmd: Command) => {

@@ -77,7 +77,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
 
 const GATE_ROUNDS = 8;
 
-type ClaimedRow = TaskRow & { prev_started: number | null; prev_claimed: number | null };
+type ClaimedRow = TaskRow & { prev_started: number | null; prev_claimed: number | null; claim_now: number };
 
 /**
  * Seats and rate limits of rows just claimed (spec §14.9, §14.10). The locks of
@@ -89,8 +89,7 @@ async function gate(core: PgCore, c: Client, rows: readonly ClaimedRow[], req: C
   const parked = new Set<number>();
   const gated = rows.filter((r) => r.seat !== null || r.rate !== null);
   if (gated.length === 0) return parked;
-  const now = await core.nowIn(c);
-  const verdicts = await core.inTx(c, admitBatch(gated, req.limits, now, true));
+  const verdicts = await core.inTx(c, admitBatch(gated, req.limits, gated[0]!.claim_now, true));
   const back = gated.filter((r) => !verdicts.get(r.id)!.ok);
   if (back.length === 0) return parked;
   // Parked again as if never claimed, in one statement: attempts and claim times restored.

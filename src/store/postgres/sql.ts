@@ -27,7 +27,7 @@ FROM (SELECT id, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T
       WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
       ORDER BY order_key, id LIMIT :limit FOR UPDATE SKIP LOCKED) c
 WHERE t.id = c.id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")}
-RETURNING t.*, c.prev_started, c.prev_claimed`;
+RETURNING t.*, c.prev_started, c.prev_claimed, :now AS claim_now`;
 
 export const SELECT_EXPIRED = `
 SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}
