@@ -2,6 +2,7 @@ import { fromJson, type StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
 import type {
   BlockedInfo,
+  ClaimedTask,
   EventKind,
   JobStatus,
   ListFilter,
@@ -109,6 +110,61 @@ export function toRecord(r: TaskRow): TaskRecord {
     seat: r.seat ?? null,
     rate: r.rate ? fromJson<RateCharge[]>(r.rate) : null,
     fairKey: r.fair_key ?? null,
+  };
+}
+
+/** The columns a claim returns (spec §3.2), and the ones admission reads (spec §14.9). */
+export const CLAIM_COLUMNS = [
+  "id",
+  "queue",
+  "name",
+  "version",
+  "input",
+  "status",
+  "priority",
+  "max_ms",
+  "attempts",
+  "epoch",
+  "lease_until",
+  "locked_by",
+  "job",
+  "abort_requested",
+  "started_at",
+  "claimed_at",
+  "owner_id",
+  "scope",
+  "checkpoint",
+  "seat",
+  "rate",
+  "order_key",
+] as const;
+
+export type ClaimRow = Pick<TaskRow, (typeof CLAIM_COLUMNS)[number]>;
+
+export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {
+  return {
+    id: r.id,
+    queue: r.queue,
+    name: r.name,
+    version: r.version,
+    input: fromJson(r.input),
+    status: r.status,
+    priority: r.priority,
+    maxMs: r.max_ms,
+    attempts: r.attempts,
+    epoch: r.epoch,
+    leaseUntil: r.lease_until,
+    lockedBy: r.locked_by,
+    job: r.job,
+    abortRequested: r.abort_requested === 1,
+    startedAt: r.started_at,
+    claimedAt: r.claimed_at,
+    ownerId: r.owner_id ?? null,
+    scope: r.scope ?? null,
+    checkpoint: fromJson(r.checkpoint ?? null),
+    seat: r.seat ?? null,
+    rate: r.rate ? fromJson<RateCharge[]>(r.rate) : null,
+    reclaimed,
   };
 }
 

@@ -2,7 +2,7 @@
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { admitBatch, parkClaimed } from "../gates.js";
-import { type TaskRow, toRecord } from "../rows.js";
+import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
@@ -34,7 +34,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
         if (q) lost.set(q, (lost.get(q) ?? 0) - 1);
         continue;
       }
-      const rows = await core.run<TaskRow>(c, CLAIM_ONE, { ...base, id: e.id });
+      const rows = await core.run<ClaimRow>(c, CLAIM_ONE, { ...base, id: e.id });
       const r = rows[0];
       if (!r) continue;
       await core.event(c, e.id, "reclaimed", r.attempts, {
@@ -50,7 +50,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
           continue;
         }
       }
-      out.push({ ...toRecord(r), reclaimed: true });
+      out.push(toClaimed(r, true));
     }
     const start = core.rr++ % req.queues.length;
     for (let i = 0; i < req.queues.length && out.length < req.limit; i++) {
@@ -66,7 +66,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
         });
         rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
         const parked = await gate(core, c, rows, req);
-        for (const r of rows) if (!parked.has(r.id)) out.push({ ...toRecord(r), reclaimed: false });
+        for (const r of rows) if (!parked.has(r.id)) out.push(toClaimed(r, false));
         if (parked.size === 0 || rows.length < want) break;
       }
     }
@@ -77,7 +77,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
 
 const GATE_ROUNDS = 8;
 
-type ClaimedRow = TaskRow & { prev_started: number | null; prev_claimed: number | null; claim_now: number };
+type ClaimedRow = ClaimRow & { prev_started: number | null; prev_claimed: number | null; claim_now: number };
 
 /**
  * Seats and rate limits of rows just claimed (spec §14.9, §14.10). The locks of

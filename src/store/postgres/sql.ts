@@ -3,6 +3,8 @@
  * listing and the claim are built from it. `{s}` is the schema, `:now` the
  * database clock (see named.ts).
  */
+import { CLAIM_COLUMNS } from "../rows.js";
+
 export const T = "{s}.ratchet_tasks";
 
 export const READY = `(status = 'pending' OR (status = 'running' AND lease_until <= :now)
@@ -27,14 +29,14 @@ FROM (SELECT id, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T
       WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
       ORDER BY order_key, id LIMIT :limit FOR UPDATE SKIP LOCKED) c
 WHERE t.id = c.id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")}
-RETURNING t.*, c.prev_started, c.prev_claimed, :now AS claim_now`;
+RETURNING ${CLAIM_COLUMNS.map((c) => `t.${c}`).join(", ")}, c.prev_started, c.prev_claimed, :now AS claim_now`;
 
 export const SELECT_EXPIRED = `
 SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}
 WHERE status = 'running' AND lease_until <= :now AND queue = ANY(:queues) AND name = ANY(:names)
 ORDER BY lease_until LIMIT :limit FOR UPDATE SKIP LOCKED`;
 
-export const CLAIM_ONE = `UPDATE ${T} t SET ${CLAIM_SET} WHERE t.id = :id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")} RETURNING t.*`;
+export const CLAIM_ONE = `UPDATE ${T} t SET ${CLAIM_SET} WHERE t.id = :id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")} RETURNING ${CLAIM_COLUMNS.map((c) => `t.${c}`).join(", ")}`;
 
 export const LIST_READY = `
 SELECT * FROM ${T} WHERE queue = :queue AND ${READY}

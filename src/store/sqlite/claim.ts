@@ -2,11 +2,12 @@
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
-import { type TaskRow, toRecord } from "../rows.js";
+import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import {
+  ANY_DUE,
   bindList,
   CLAIM_ONE,
   LIST_READY,
@@ -24,7 +25,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
   if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
   return c.tx(() => {
     const now = c.now();
-    c.s(PROMOTE_DUE).run({ now, limit: PROMOTE_BATCH });
+    if (c.s(ANY_DUE).get({ now })) c.s(PROMOTE_DUE).run({ now, limit: PROMOTE_BATCH });
     const lists: Record<string, unknown> = {};
     bindList("n", req.names, lists);
     const claimOne = c.s(CLAIM_ONE);
@@ -52,7 +53,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
         failDeadHolder(c, e.id, e.attempts, e.locked_by, now);
         continue;
       }
-      const r = claimOne.get({ ...base, id: e.id }) as TaskRow | undefined;
+      const r = claimOne.get({ ...base, id: e.id }) as ClaimRow | undefined;
       if (!r) continue;
       c.event(r.id, now, "reclaimed", r.attempts, {
         previousHolder: e.locked_by,
@@ -66,7 +67,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
           continue;
         }
       }
-      out.push({ ...toRecord(r), reclaimed: true });
+      out.push(toClaimed(r, true));
     }
     // Queues are served round-robin from a rotating start, each through its own index range.
     const start = c.rr++ % req.queues.length;
@@ -87,8 +88,8 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
             parked++;
             continue;
           }
-          const r = claimOne.get({ ...base, id: cand.id }) as TaskRow | undefined;
-          if (r) out.push({ ...toRecord(r), reclaimed: false });
+          const r = claimOne.get({ ...base, id: cand.id }) as ClaimRow | undefined;
+          if (r) out.push(toClaimed(r, false));
         }
         if (parked === 0 || rows.length < want) break;
       }
