@@ -49,7 +49,9 @@ export type TransitionCause =
   | "finalize" // completing → terminal: the held outcome, once owned work drained
   | "suspend" // running → waiting: waitFor, waitForEvent, drain before the abort handler, blocked code
   | "wake" // waiting → pending: members terminal, signal arrived, owned work drained, code registered
-  | "orphan"; // pending | waiting → terminal:orphaned: aborted while no code can take it
+  | "orphan" // pending | waiting → terminal:orphaned: aborted while no code can take it
+  // Flow control (spec §14.9–§14.10):
+  | "gate"; // pending | running → waiting: a claim found the seat full or the bucket empty (running: claimed in bulk, parked before commit)
 
 const T = (from: readonly StateKey[] | "new", to: readonly StateKey[]) => ({ from, to });
 const FAILED_ENDS = ["terminal:failed", "terminal:aborted", "terminal:faulted", "terminal:orphaned"] as const;
@@ -82,6 +84,7 @@ export const TRANSITIONS: Record<
   suspend: T(["running"], ["waiting"]),
   wake: T(["waiting"], ["pending"]),
   orphan: T(["pending", "waiting"], ["terminal:orphaned"]),
+  gate: T(["pending", "running"], ["waiting"]),
 };
 
 export function isAllowed(cause: TransitionCause, from: State | "new", to: State): boolean {

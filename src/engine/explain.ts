@@ -122,11 +122,13 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
           };
         case "rate": {
           const bs = c.buckets ?? [];
+          const paused = bs.filter((b) => b.pausedUntil > (c.now ?? 0));
+          // A pause names the buckets a provider paused, not every bucket of the task.
           return {
             kind: "rate",
-            buckets: bs.map((b) => keyLabel(b.bucket)),
+            buckets: (paused.length > 0 ? paused : bs).map((b) => keyLabel(b.bucket)),
             until: t.wakeAt,
-            paused: bs.some((b) => b.pausedUntil > (c.now ?? 0)),
+            paused: paused.length > 0,
           };
         }
         default:

@@ -240,10 +240,13 @@ export function* wakeSeat(seat: string, n: number): Program<number> {
  * The safety net behind the release trigger (spec §14.9): seats with parked
  * tasks and free places wake as many as are free. Bounded per pass.
  */
-export function* sweepSeats(limits: ClaimLimits | undefined): Program<number> {
-  // Distinct seats with parked tasks, one index seek each.
+export function* sweepSeats(
+  limits: ClaimLimits | undefined,
+  from = "",
+): Program<{ woken: number; next: string }> {
+  // Distinct seats with parked tasks, one index seek each, from where the last pass stopped.
   const seats: string[] = [];
-  let after = "";
+  let after = from;
   while (seats.length < SWEEP_SEATS) {
     const row = yield* one<{ seat: string | null }>(
       `SELECT min(seat) AS seat FROM ${T} WHERE status = 'waiting' AND wait_on = 'seat' AND seat > :after`,
@@ -265,7 +268,8 @@ export function* sweepSeats(limits: ClaimLimits | undefined): Program<number> {
     const free = lim === null ? SWEEP_WAKE : lim - Number(row?.n ?? 0);
     if (free > 0) woken += yield* wakeSeat(seat, Math.min(free, SWEEP_WAKE));
   }
-  return woken;
+  // A full pass resumes after its last seat; a short one wrapped around, so the next starts over.
+  return { woken, next: seats.length < SWEEP_SEATS ? "" : seats[seats.length - 1]! };
 }
 
 /** spec §14.9: a run-time limit for a group or one key; null removes it. Wakes parked tasks that now fit. */
@@ -389,6 +393,12 @@ export function* fairTag(queue: string, key: string, stepMs: number): Program<nu
     { queue, key, next: Math.ceil(start + stepMs) },
   );
   return start;
+}
+
+/** Maintenance of flow control: stale fairness tags, then one bounded sweep of seats from `from`. */
+export function* maintainGates(limits: ClaimLimits, from: string): Program<{ woken: number; next: string }> {
+  yield* pruneFair();
+  return yield* sweepSeats(limits, from);
 }
 
 /** Fair keys whose tag the clock passed carry no state; dropped in maintenance. */

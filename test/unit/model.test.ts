@@ -59,6 +59,8 @@ const SPEC_TABLE: [State | "new", State][] = [
   [{ status: "completing" }, t("faulted")],
   [s("pending"), t("orphaned")],
   [s("waiting"), t("orphaned")],
+  // Flow control (§14.9–§14.10): a claim parks what may not start.
+  [s("pending"), s("waiting")],
 ];
 
 const key = (x: State | "new") =>

@@ -144,11 +144,13 @@ export class PostgresStore implements Store {
   setSeatLimit = (seat: string, limit: number | null): Promise<number> =>
     this.core.program(() => gates.setSeatLimit(seat, limit));
   seatLimits = () => this.core.program(() => gates.seatLimits());
-  maintainGates = (limits: ClaimLimits): Promise<number> =>
-    this.core.program(function* () {
-      yield* gates.pruneFair();
-      return yield* gates.sweepSeats(limits);
-    });
+  /** Where the next seat sweep starts (each pass covers a bounded number of seats). */
+  #sweepFrom = "";
+  maintainGates = async (limits: ClaimLimits): Promise<number> => {
+    const r = await this.core.program(() => gates.maintainGates(limits, this.#sweepFrom));
+    this.#sweepFrom = r.next;
+    return r.woken;
+  };
   pauseRate = (id: TaskId, ms: number, only: string | null): Promise<string[]> =>
     this.core.program(() => gates.pauseBuckets(id, ms, only));
   reportUsage = (id: TaskId, usage: Readonly<Record<string, number>>) =>

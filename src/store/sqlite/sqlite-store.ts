@@ -289,11 +289,13 @@ export class SqliteStore implements Store {
     return this.#c.read(() => this.#c.inTx(gates.seatLimits()));
   }
 
+  /** Where the next seat sweep starts (each pass covers a bounded number of seats). */
+  #sweepFrom = "";
+
   async maintainGates(limits: ClaimLimits): Promise<number> {
-    return this.#c.program(function* () {
-      yield* gates.pruneFair();
-      return yield* gates.sweepSeats(limits);
-    });
+    const r = this.#c.program(() => gates.maintainGates(limits, this.#sweepFrom));
+    this.#sweepFrom = r.next;
+    return r.woken;
   }
 
   async pauseRate(id: TaskId, ms: number, only: string | null): Promise<string[]> {
