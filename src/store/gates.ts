@@ -130,25 +130,12 @@ export function* admitBatch(
     b: number | null;
     c: number | null;
     d: number | null;
-  }>(
-    `SELECT 'limit' AS kind, seat AS key, CAST(lim AS double precision) AS a, CAST(NULL AS double precision) AS b,
-       CAST(NULL AS double precision) AS c, CAST(NULL AS double precision) AS d
-     FROM ${SL} WHERE seat IN @texts(names)
-     UNION ALL
-     SELECT 'running', seat, CAST(count(*) AS double precision), NULL, NULL, NULL
-     FROM ${T} WHERE seat IN @texts(seats) AND status = 'running' ${claimed ? "AND id NOT IN @ids(batch)" : ""}
-     GROUP BY seat
-     UNION ALL
-     SELECT 'bucket', bucket, tokens, CAST(at AS double precision), CAST(next_wake AS double precision),
-       CAST(paused_until AS double precision)
-     FROM ${B} WHERE bucket IN @texts(buckets)`,
-    {
-      names: seats.length > 0 ? names : [],
-      seats,
-      buckets: bucketNames,
-      ...(claimed ? { batch: rows.map((r) => r.id) } : {}),
-    },
-  );
+  }>(admitRead(claimed), {
+    names: seats.length > 0 ? names : [],
+    seats,
+    buckets: bucketNames,
+    ...(claimed ? { batch: rows.map((r) => r.id) } : {}),
+  });
   const over = new Map<string, number>();
   const used = new Map<string, number>();
   const stored = new Map<string, BucketState>();
@@ -197,6 +184,28 @@ export function* admitBatch(
   return out;
 }
 
+/**
+ * Admission's one read (spec §14.9, §14.10): run-time limits by primary key, running tasks per seat
+ * through ratchet_tasks_seat (running rows only), buckets by primary key. Never a scan.
+ */
+export function admitRead(claimed: boolean): string {
+  return `SELECT 'limit' AS kind, seat AS key, CAST(lim AS double precision) AS a, CAST(NULL AS double precision) AS b,
+       CAST(NULL AS double precision) AS c, CAST(NULL AS double precision) AS d
+     FROM ${SL} WHERE seat IN @texts(names)
+     UNION ALL
+     SELECT 'running', seat, CAST(count(*) AS double precision), NULL, NULL, NULL
+     FROM ${T} WHERE seat IN @texts(seats) AND status = 'running' ${claimed ? "AND id NOT IN @ids(batch)" : ""}
+     GROUP BY seat
+     UNION ALL
+     SELECT 'bucket', bucket, tokens, CAST(at AS double precision), CAST(next_wake AS double precision),
+       CAST(paused_until AS double precision)
+     FROM ${B} WHERE bucket IN @texts(buckets)`;
+}
+
+/** The first task parked on a seat (also the release trigger's query): index ratchet_tasks_seat_parked. */
+export const FIRST_PARKED = `SELECT id FROM ${T} WHERE seat = :seat AND status = 'waiting' AND wait_on = 'seat'
+  ORDER BY order_key, id LIMIT :n`;
+
 /** A pending candidate that may not start parks (SQLite checks before claiming). */
 export function* parkPending(id: TaskId, v: Exclude<Verdict, { ok: true }>): Program<void> {
   yield* q(
@@ -228,8 +237,7 @@ export function* parkClaimed(
 export function* wakeSeat(seat: string, n: number): Program<number> {
   const rows = yield* q(
     `UPDATE ${T} SET status = 'pending', wait_on = NULL, updated_at = :now
-     WHERE id IN (SELECT id FROM ${T} WHERE seat = :seat AND status = 'waiting' AND wait_on = 'seat'
-                  ORDER BY order_key, id LIMIT :n) RETURNING id`,
+     WHERE id IN (${FIRST_PARKED}) RETURNING id`,
     { seat, n },
   );
   if (rows.length > 0) yield { op: "notify" };

@@ -4,7 +4,9 @@
  * the conformance suite (src/testing/conformance, run by test/conformance).
  */
 import { describe, expect, it } from "vitest";
+import { admitRead, FIRST_PARKED } from "../../src/store/gates.js";
 import { CLAIM_ONE, LIST_READY, READY, selectExpired, selectPending } from "../../src/store/sqlite/sql.js";
+import { sqliteSql } from "../../src/store/tree/program.js";
 import { claimReq, FakeClock, newTask, openSqliteStore, tempDbPath, unlimited } from "./helpers.js";
 
 describe("claims on SQLite (spec §3)", () => {
@@ -54,6 +56,32 @@ describe("claims on SQLite (spec §3)", () => {
     expect(details.some((d) => d.includes("TEMP B-TREE"))).toBe(false);
     for (const d of details) {
       expect(d, `plan step "${d}"`).not.toMatch(/^SCAN ratchet_tasks\b(?!.*USING)/);
+    }
+  });
+
+  it("§14.9 admission and seat wake-ups read through the seat indexes and primary keys, never a scan", async () => {
+    const store = await openSqliteStore(new FakeClock());
+    const seat = { seat: "g\u001fk", rate: null, fair: null };
+    await store.enqueue(
+      Array.from({ length: 300 }, (_, i) => newTask({ gates: i % 3 ? seat : null })),
+      unlimited,
+    );
+    store.db.exec("ANALYZE");
+    const plans: [string, Record<string, unknown>][] = [
+      [sqliteSql(admitRead(false)), { names: '["g","g\u001fk"]', seats: '["g\u001fk"]', buckets: '["b"]' }],
+      [sqliteSql(admitRead(true)), { names: "[]", seats: '["g\u001fk"]', buckets: "[]", batch: "[1,2]" }],
+      [sqliteSql(FIRST_PARKED), { seat: "g\u001fk", n: 1 }],
+    ];
+    for (const [sql, p] of plans) {
+      const details = (store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(p) as { detail: string }[]).map(
+        (x) => x.detail,
+      );
+      for (const d of details)
+        expect(d, `plan step "${d}" of ${sql.slice(0, 60)}`).not.toMatch(/^SCAN ratchet_/);
+      if (sql.includes("status = 'running'"))
+        expect(details.some((d) => d.includes("ratchet_tasks_seat"))).toBe(true);
+      if (sql.includes("wait_on = 'seat'"))
+        expect(details.some((d) => d.includes("ratchet_tasks_seat_parked"))).toBe(true);
     }
   });
 
