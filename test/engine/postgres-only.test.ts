@@ -3,6 +3,7 @@
  * the database clock, and exactness under concurrent enqueues from several
  * connections (several "machines").
  */
+import pg from "pg";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { QueueFullError } from "../../src/errors.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
@@ -101,5 +102,52 @@ describe("PostgreSQL only (spec §13)", () => {
     expect(new Set(versions).size).toBe(1);
     const rows = await many[0]!.pool.query(`SELECT count(*)::int AS n FROM "${schema}".ratchet_schema`);
     expect(rows.rows[0].n).toBe(versions[0]);
+  });
+
+  it("§14.9 a seat release passes over a parked task another transaction woke and claimed: it never runs twice", async () => {
+    const [store] = await machines(1);
+    const s = store!;
+    const seat = { seat: "g", rate: null, fair: null };
+    const [h, x] = (
+      await s.enqueue([task({ gates: seat }), task({ gates: seat })], { maxDepth: () => 100 })
+    ).map((e) => e.id);
+    const req = {
+      workerId: "A",
+      queues: ["default"],
+      names: ["t"],
+      limit: 5,
+      leaseGraceMs: 1_000,
+      limits: { seats: { g: 1 }, rates: {} },
+    };
+    const [held] = await s.claim(req);
+    expect(held!.id).toBe(h);
+    expect((await s.get(x!))!.waitOn).toBe("seat");
+    // Another session wakes X and claims it for worker B, holding X's row until it commits…
+    const other = new pg.Client({ connectionString: PG_URL });
+    await other.connect();
+    try {
+      const sql = (text: string) => text.replaceAll("{s}", `"${s.schema}"`);
+      await other.query("BEGIN");
+      await other.query(
+        sql("UPDATE {s}.ratchet_tasks SET status = 'pending', wait_on = NULL WHERE id = $1"),
+        [x],
+      );
+      // …while H completes: its release trigger must neither wait for X nor set it pending again.
+      const settled = await s.settle([
+        { kind: "complete", fence: { taskId: h!, token: held!.epoch }, result: "null" },
+      ]);
+      expect(settled).toEqual(["ok"]);
+      await other.query(
+        sql(
+          "UPDATE {s}.ratchet_tasks SET status = 'running', attempts = attempts + 1, epoch = epoch + 1, locked_by = 'B', lease_until = 9e15 WHERE id = $1",
+        ),
+        [x],
+      );
+      await other.query("COMMIT");
+    } finally {
+      await other.end();
+    }
+    expect(await s.get(x!)).toMatchObject({ status: "running", lockedBy: "B" });
+    expect(await s.claim({ ...req, workerId: "C" })).toEqual([]);
   });
 });

@@ -104,13 +104,6 @@ export class PgCore {
       case "lock":
         await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-${op.key}:${this.schema}`]);
         return undefined;
-      case "locks":
-        if (op.keys.length > 0)
-          await c.query(
-            "SELECT count(pg_advisory_xact_lock(hashtext(k))) FROM (SELECT unnest($1::text[]) AS k ORDER BY 1) s",
-            [[...op.keys].sort().map((k) => `ratchet-${k}:${this.schema}`)],
-          );
-        return undefined;
       case "notify":
         await this.notify(c);
         return undefined;

@@ -289,14 +289,17 @@ CREATE TABLE {s}.ratchet_fair (
 CREATE INDEX ratchet_fair_next ON {s}.ratchet_fair (next_at);
 -- A task that leaves 'running' frees its seat: the first parked task of the seat becomes pending.
 -- A trigger, so that no transition (settle, park, fail, cancel, reclaim) can forget it. It takes the
--- seat's lock, which a claim holds from its count to its commit, so a task parked by a concurrent
--- claim is seen. A claim that parks a task on a full seat is not a release.
+-- flow-control lock, which a claim holds from its count to its commit, so a task parked by a
+-- concurrent claim is seen (src/store/gates.ts explains why one lock). A parked row a claimer holds is
+-- skipped, not waited for (that wait closed a deadlock), and the outer condition is checked again on
+-- the locked row. A claim that parks a task on a full seat is not a release.
 CREATE FUNCTION {s}.ratchet_seat_release() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock(hashtext('ratchet-seat:' || OLD.seat || ':' || TG_TABLE_SCHEMA));
+  PERFORM pg_advisory_xact_lock(hashtext('ratchet-gates:' || TG_TABLE_SCHEMA));
   UPDATE {s}.ratchet_tasks SET status = 'pending', wait_on = NULL, updated_at = NEW.updated_at
   WHERE id = (SELECT id FROM {s}.ratchet_tasks WHERE seat = OLD.seat AND status = 'waiting' AND wait_on = 'seat'
-              ORDER BY order_key, id LIMIT 1);
+              ORDER BY order_key, id LIMIT 1 FOR UPDATE SKIP LOCKED)
+    AND status = 'waiting' AND wait_on = 'seat';
   IF FOUND THEN
     PERFORM pg_notify('ratchet_' || TG_TABLE_SCHEMA, '');
   END IF;

@@ -107,7 +107,6 @@ export class SqliteCore {
       case "live":
         return this.queueLive(op.queue);
       case "lock":
-      case "locks":
       case "notify":
         return undefined;
     }

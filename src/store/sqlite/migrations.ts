@@ -236,7 +236,8 @@ WHEN OLD.status = 'running' AND NEW.status <> 'running' AND OLD.seat IS NOT NULL
 BEGIN
   UPDATE ratchet_tasks SET status = 'pending', wait_on = NULL, updated_at = NEW.updated_at
   WHERE id = (SELECT id FROM ratchet_tasks WHERE seat = OLD.seat AND status = 'waiting' AND wait_on = 'seat'
-              ORDER BY order_key, id LIMIT 1);
+              ORDER BY order_key, id LIMIT 1)
+    AND status = 'waiting' AND wait_on = 'seat';
 END;
 `,
   },

@@ -13,7 +13,8 @@
  * - `@ids(name)` a set of task ids bound from an array parameter;
  * - `@texts(name)` a set of strings bound from an array parameter;
  * - `@share` / `@update` row locks (`FOR SHARE` / `FOR UPDATE` on PostgreSQL,
- *   nothing on SQLite, where the IMMEDIATE transaction already serialises writers).
+ *   nothing on SQLite, where the IMMEDIATE transaction already serialises writers);
+ *   `@skip` is `FOR UPDATE SKIP LOCKED` (nothing on SQLite).
  * `:now` is the transaction's clock on both (the injected Clock on SQLite,
  * the database clock on PostgreSQL).
  */
@@ -29,8 +30,6 @@ export type Op =
   | { op: "ended"; id: TaskId; completed: boolean }
   /** A transaction-scoped lock on a string key (PostgreSQL advisory lock; SQLite: no-op). */
   | { op: "lock"; key: string }
-  /** Several such locks in one statement, taken in sorted order (so two takers cannot deadlock). */
-  | { op: "locks"; keys: readonly string[] }
   /** Due work may have appeared (PostgreSQL NOTIFY; SQLite: no-op). */
   | { op: "notify" }
   /** Live tasks of a queue, for admission; PostgreSQL also takes the queue's admission lock (spec §2.7). */
@@ -75,7 +74,8 @@ export function sqliteSql(sql: string): string {
     .replace(/@ids\((\w+)\)/g, "(SELECT value FROM json_each(:$1))")
     .replace(/@texts\((\w+)\)/g, "(SELECT value FROM json_each(:$1))")
     .replaceAll("@share", "")
-    .replaceAll("@update", "");
+    .replaceAll("@update", "")
+    .replaceAll("@skip", "");
 }
 
 /** SQLite binding: id arrays become JSON text for json_each. */
@@ -90,6 +90,7 @@ export function pgSql(sql: string): string {
   return sql
     .replace(/@ids\((\w+)\)/g, "(SELECT unnest(CAST(:$1 AS bigint[])))")
     .replace(/@texts\((\w+)\)/g, "(SELECT unnest(CAST(:$1 AS text[])))")
+    .replaceAll("@skip", "FOR UPDATE SKIP LOCKED")
     .replaceAll("@share", "FOR SHARE")
     .replaceAll("@update", "FOR UPDATE");
 }
