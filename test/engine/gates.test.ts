@@ -1,7 +1,15 @@
 /** Seats, rate limits and fairness inside the claim (spec §14.9–§14.12), on both backends. */
 import { describe, expect, it } from "vitest";
 import { defineTask, RateLimitedError } from "../../src/index.js";
-import { drain, expectCode, FakeClock, forEachBackend, openRatchet, until } from "./helpers.js";
+import {
+  drain,
+  expectCode,
+  FakeClock,
+  forEachBackend,
+  openRatchet,
+  sharedStoreOptions,
+  until,
+} from "./helpers.js";
 
 const T0 = 1_000_000;
 
@@ -387,6 +395,39 @@ forEachBackend(() => {
       }
       expect(starts.slice(2).every(([, at]) => at >= T0 + 5_000)).toBe(true);
       expect((await r.get(a1))!).toMatchObject({ outcome: "completed", attempts: 1 });
+    });
+  });
+
+  describe("rate limits across instances (spec §14.11)", () => {
+    it("§14.11 a 429 seen by one Ratchet instance pauses the key for another instance on the same store", async () => {
+      const clock = new FakeClock(T0);
+      const starts: [string, string, number][] = [];
+      const mk = (who: string) =>
+        defineTask({
+          name: "api",
+          rateLimit: { name: "provider", limit: 100, periodMs: 1_000 },
+          run: (_c, i: { n: number; fail?: boolean }) => {
+            starts.push([who, `t${i.n}`, clock.now()]);
+            if (i.fail) throw new RateLimitedError({ retryAfterMs: 3_000 });
+          },
+        });
+      const loc = sharedStoreOptions();
+      const a = await openRatchet([mk("a")], { ...loc, clock });
+      const b = await openRatchet([mk("b")], { ...loc, clock });
+      await a.enqueue("api", { n: 1, fail: true });
+      await drain(a);
+      expect(starts).toEqual([["a", "t1", T0]]);
+      await a.enqueue("api", { n: 2 });
+      await drain(b);
+      await drain(a);
+      expect(starts.length).toBe(1); // neither instance starts anything of the paused bucket
+      clock.advance(3_000);
+      for (let i = 0; i < 10 && starts.length < 3; i++) {
+        await drain(b);
+        clock.advance(20);
+      }
+      expect(starts.slice(1).map((s) => s[0])).toEqual(["b", "b"]);
+      expect(starts.slice(1).every((s) => s[2] >= T0 + 3_000)).toBe(true);
     });
   });
 
