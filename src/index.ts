@@ -5,6 +5,7 @@ export type { ChildOutcome, EventOutcome, SpawnOptions, TaskContext } from "./en
 export type { Migrated, StandardSchemaV1, TaskDefinition, TaskSpec } from "./engine/definition.js";
 export { defineTask } from "./engine/definition.js";
 export type { Explanation, Reason } from "./engine/explain.js";
+export type { ConcurrencySpec, FairnessSpec, GateSpec, RateLimitSpec } from "./engine/gates.js";
 export type { DerivedState, InspectedTask, Inspection, TaskTree, WaitingOn } from "./engine/inspect.js";
 export { renderTree } from "./engine/inspect.js";
 export type { Logger, OpenOptions, ScheduleDecl } from "./engine/options.js";
