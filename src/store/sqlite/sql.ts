@@ -28,6 +28,11 @@ export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = e
  */
 export const CLAIM_ONE = `UPDATE ratchet_tasks SET ${CLAIM_SET} WHERE id = :id AND ${READY} RETURNING ${CLAIM_COLUMNS.join(", ")}`;
 
+/** The claim of several ids at once (bound as :i0, :i1, …), same condition as CLAIM_ONE. */
+export function claimIn(n: number): string {
+  return CLAIM_ONE.replace("WHERE id = :id", `WHERE id IN ${inList("i", n)}`);
+}
+
 /**
  * `col IN (:p0, :p1, …)` with one named parameter per value. Only the count is
  * in the text (values are bound), so statements are cached per count.
@@ -38,7 +43,11 @@ export function inList(prefix: string, n: number): string {
   return `(${Array.from({ length: n }, (_, i) => `:${prefix}${i}`).join(", ")})`;
 }
 
-export function bindList(prefix: string, values: readonly string[], into: Record<string, unknown>): void {
+export function bindList(
+  prefix: string,
+  values: readonly (string | number)[],
+  into: Record<string, unknown>,
+): void {
   for (let i = 0; i < values.length; i++) into[`${prefix}${i}`] = values[i];
 }
 
