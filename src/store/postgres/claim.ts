@@ -7,12 +7,11 @@ import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js"
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
-import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_DUE, SELECT_EXPIRED, T } from "./sql.js";
+import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_AND_EXPIRED, T } from "./sql.js";
 
 export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]> {
   if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
   return core.tx(async (c) => {
-    await core.run(c, PROMOTE_DUE, { limit: PROMOTE_BATCH });
     const base = { grace: req.leaseGraceMs, worker: req.workerId };
     const out: ClaimedTask[] = [];
     const lost: Map<string, number> = new Map();
@@ -24,7 +23,12 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       max_attempts: number;
       abort_requested: number;
       owns: number;
-    }>(c, SELECT_EXPIRED, { names: req.names, queues: req.queues, limit: req.limit });
+    }>(c, PROMOTE_AND_EXPIRED, {
+      names: req.names,
+      queues: req.queues,
+      limit: req.limit,
+      promote: PROMOTE_BATCH,
+    });
     for (const e of expired) {
       // A marked holder died: its abort handler waits until its owned work drained (spec §12.5).
       if (e.abort_requested === 1 && e.owns === 1 && (await core.inTx(c, parkForDrain(e.id, e.locked_by))))

@@ -31,7 +31,17 @@ FROM (SELECT id, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T
 WHERE t.id = c.id AND ${READY.replaceAll("status", "t.status").replaceAll("lease_until", "t.lease_until").replaceAll("wake_at", "t.wake_at")}
 RETURNING ${CLAIM_COLUMNS.map((c) => `t.${c}`).join(", ")}, c.prev_started, c.prev_claimed, :now AS claim_now`;
 
-export const SELECT_EXPIRED = `
+/**
+ * Timer promotion (spec §3.4, bounded per call) and the expired leases, in one round trip: the
+ * promotion is a data-modifying CTE, done whatever the SELECT returns, and its rows are visible to
+ * the claim statements that follow in the same transaction. One statement fewer of the claim's
+ * five (BEGIN, promote, expired, claim, COMMIT).
+ */
+export const PROMOTE_AND_EXPIRED = `
+WITH promoted AS (
+  UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
+  WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :promote FOR UPDATE SKIP LOCKED)
+  RETURNING 1)
 SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}
 WHERE status = 'running' AND lease_until <= :now AND queue = ANY(:queues) AND name = ANY(:names)
 ORDER BY lease_until LIMIT :limit FOR UPDATE SKIP LOCKED`;
@@ -41,7 +51,3 @@ export const CLAIM_ONE = `UPDATE ${T} t SET ${CLAIM_SET} WHERE t.id = :id AND ${
 export const LIST_READY = `
 SELECT * FROM ${T} WHERE queue = :queue AND ${READY}
 ORDER BY (status = 'running'), order_key, id LIMIT :limit`;
-
-export const PROMOTE_DUE = `
-UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
-WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :limit FOR UPDATE SKIP LOCKED)`;
