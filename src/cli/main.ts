@@ -15,6 +15,7 @@ import { registerDemo } from "./commands/demo.js";
 import { registerEnqueue } from "./commands/enqueue.js";
 import { registerInspect } from "./commands/inspect.js";
 import { registerRun } from "./commands/run.js";
+import { registerServe } from "./commands/serve.js";
 import { registerSteer } from "./commands/steer.js";
 import { DEFAULT_STORE } from "./config.js";
 
@@ -55,6 +56,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerInspect(program);
   registerSteer(program);
   registerDemo(program);
+  registerServe(program);
   return program;
 }
 

@@ -20,6 +20,7 @@ import type { ScheduleRow } from "../store/schedules.js";
 import type {
   AbortResult,
   ClaimLimits,
+  EndedTask,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -781,6 +782,18 @@ export class Ratchet {
   async stats(): Promise<QueueStats[]> {
     this.#live();
     return this.store.stats();
+  }
+
+  /**
+   * The tasks that ended last, newest first, with the times latency metrics
+   * need (`ratchet serve`'s /metrics). At most `limit` (default 100, at most 1000). Writes nothing.
+   */
+  async recentlyEnded(opts: { limit?: number } = {}): Promise<EndedTask[]> {
+    this.#live();
+    const limit = opts?.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+      throw new ValidationError("recentlyEnded limit must be an integer in [1, 1000]");
+    return this.store.recentlyEnded(limit);
   }
 
   async nextRunAt(): Promise<number | null> {

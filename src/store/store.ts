@@ -358,6 +358,24 @@ export interface InspectRows {
   truncated: boolean;
 }
 
+/**
+ * A task that ended, with the times a latency metric needs (read by
+ * `recentlyEnded`). `startedAt`/`claimedAt` are null for a task that never
+ * ran (ended at enqueue as upstream_failed, or aborted before a claim).
+ */
+export interface EndedTask {
+  id: TaskId;
+  queue: string;
+  name: string;
+  outcome: Outcome;
+  attempts: number;
+  createdAt: number;
+  runAfter: number;
+  startedAt: number | null;
+  claimedAt: number | null;
+  endedAt: number;
+}
+
 export interface Store {
   /** Create or migrate the schema (spec §10.1). Safe when several processes open at once. */
   migrate(): Promise<void>;
@@ -462,6 +480,14 @@ export interface Store {
   dueSchedules(limit: number): Promise<{ rows: ScheduleRow[]; now: number }>;
   claimTick(name: string, due: number, next: number, firing: number | null): Promise<boolean>;
   firedTick(name: string, tick: number, taskId: TaskId): Promise<void>;
+
+  // ------------------------------------------------------ observability
+
+  /**
+   * The `limit` terminal tasks that ended last, newest end first (ties by id,
+   * descending). Read-only; served by the partial index on ended_at.
+   */
+  recentlyEnded(limit: number): Promise<EndedTask[]>;
 
   /**
    * Optional push wake-ups (PostgreSQL LISTEN/NOTIFY): onWake is called when

@@ -28,6 +28,7 @@ import { registerEnqueueTests } from "./conformance/enqueue.js";
 import { registerGraphTests } from "./conformance/graph.js";
 import { makeDefine } from "./conformance/kit.js";
 import { registerLifecycleTests } from "./conformance/lifecycle.js";
+import { registerObservabilityTests } from "./conformance/observability.js";
 import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
 import { registerTreeTests } from "./conformance/trees.js";
@@ -82,6 +83,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerTreeTests(define);
     registerGraphTests(define);
     registerReadTests(define);
+    registerObservabilityTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

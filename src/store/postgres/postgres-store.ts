@@ -23,6 +23,7 @@ import type {
   ClaimLimits,
   ClaimRequest,
   DefinitionInfo,
+  EndedTask,
   Enqueued,
   EnqueueOptions,
   EventWaitResult,
@@ -62,6 +63,7 @@ import {
   loadSteps,
   needsOf,
   nextRunAt,
+  recentlyEnded,
   stats,
   steps,
 } from "./reads.js";
@@ -106,6 +108,7 @@ export class PostgresStore implements Store {
   list = (f: ListFilter): Promise<TaskRecord[]> => list(this.core, f);
   jobStatus = (job: string): Promise<JobStatus> => jobStatus(this.core, job);
   stats = (): Promise<QueueStats[]> => stats(this.core);
+  recentlyEnded = (limit: number): Promise<EndedTask[]> => recentlyEnded(this.core, limit);
   nextRunAt = (): Promise<number | null> => nextRunAt(this.core);
   countReady = (queues: readonly string[], names: readonly string[], cap: number): Promise<number> =>
     countReady(this.core, queues, names, cap);

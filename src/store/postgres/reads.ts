@@ -13,6 +13,7 @@ import {
   toStep,
 } from "../rows.js";
 import type {
+  EndedTask,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -127,4 +128,22 @@ export async function countReady(
     );
     return r[0]!.n;
   });
+}
+
+/** The columns of an EndedTask, aliased to its field names: the rows need no mapping. */
+const ENDED_COLUMNS = `id, queue, name, outcome, attempts, created_at AS "createdAt", run_after AS "runAfter",
+  started_at AS "startedAt", claimed_at AS "claimedAt", ended_at AS "endedAt"`;
+
+/** Terminal tasks by end time, newest first (the partial index ratchet_tasks_ended serves the order). */
+export async function recentlyEnded(core: PgCore, limit: number): Promise<EndedTask[]> {
+  return core.read(
+    async (c) =>
+      await core.run<EndedTask>(
+        c,
+        `SELECT ${ENDED_COLUMNS}
+        FROM ${T} WHERE status = 'terminal' AND ended_at IS NOT NULL
+        ORDER BY ended_at DESC, id DESC LIMIT :limit`,
+        { limit },
+      ),
+  );
 }

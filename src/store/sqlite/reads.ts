@@ -11,6 +11,7 @@ import {
   toStep,
 } from "../rows.js";
 import type {
+  EndedTask,
   JobStatus,
   ListFilter,
   QueueStats,
@@ -108,4 +109,20 @@ export function countReady(
       .get({ queues: JSON.stringify(queues), names: JSON.stringify(names), cap }) as { n: number };
     return r.n;
   });
+}
+
+/** The columns of an EndedTask, aliased to its field names: the rows need no mapping. */
+const ENDED_COLUMNS = `id, queue, name, outcome, attempts, created_at AS "createdAt", run_after AS "runAfter",
+  started_at AS "startedAt", claimed_at AS "claimedAt", ended_at AS "endedAt"`;
+
+/** Terminal tasks by end time, newest first (the partial index ratchet_tasks_ended serves the order). */
+export function recentlyEnded(c: SqliteCore, limit: number): EndedTask[] {
+  return c.read(
+    () =>
+      c
+        .s(`SELECT ${ENDED_COLUMNS}
+          FROM ratchet_tasks WHERE status = 'terminal' AND ended_at IS NOT NULL
+          ORDER BY ended_at DESC, id DESC LIMIT ?`)
+        .all(limit) as EndedTask[],
+  );
 }

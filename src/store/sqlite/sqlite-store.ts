@@ -27,6 +27,7 @@ import type {
   ClaimLimits,
   ClaimRequest,
   DefinitionInfo,
+  EndedTask,
   Enqueued,
   EnqueueOptions,
   EventWaitResult,
@@ -343,6 +344,10 @@ export class SqliteStore implements Store {
 
   async countReady(queues: readonly string[], names: readonly string[], cap: number): Promise<number> {
     return reads.countReady(this.#c, queues, names, cap);
+  }
+
+  async recentlyEnded(limit: number): Promise<EndedTask[]> {
+    return reads.recentlyEnded(this.#c, limit);
   }
 
   async close(): Promise<void> {
