@@ -15,6 +15,7 @@ import {
   UnknownTaskError,
   ValidationError,
 } from "../errors.js";
+import type { ServerOptions } from "../server/server.js";
 import { KEY_SEP, keyLabel } from "../store/gates.js";
 import type { ScheduleRow } from "../store/schedules.js";
 import type {
@@ -60,6 +61,11 @@ export interface StartOptions {
   queues?: string[];
   /** How long stop()/close() waits for in-flight work before releasing it. Default 10 s. */
   shutdownTimeoutMs?: number;
+  /**
+   * Also serve the HTTP API, live stream, metrics and dashboard from this process (as `ratchet
+   * serve` does); stopped with the worker. The bound address is `ratchet.serving()`.
+   */
+  serve?: ServerOptions;
 }
 
 export interface TickOptions {
@@ -106,6 +112,7 @@ export class Ratchet {
         shutdownTimeoutMs: number;
         queues: string[] | undefined;
         unsubscribe: (() => Promise<void>) | undefined;
+        server?: { close(): Promise<void>; url: string };
       }
     | undefined;
   #ticks = new Set<Driver>();
@@ -322,9 +329,27 @@ export class Ratchet {
       shutdownTimeoutMs: opts.shutdownTimeoutMs ?? 10_000,
       queues,
       unsubscribe: this.store.subscribe ? await this.store.subscribe(() => this.#wakeup.notify()) : undefined,
+      server: undefined as { close(): Promise<void>; url: string } | undefined,
     };
     this.#worker = w;
     w.loop = this.#workerLoop(w);
+    if (opts.serve) {
+      try {
+        // Loaded on demand: a worker that serves nothing does not load the HTTP stack.
+        const { createServer } = await import("../server/server.js");
+        const srv = createServer(this, { logger: this.#o.logger, ...opts.serve });
+        const addr = await srv.listen();
+        w.server = { close: () => srv.close(), url: addr.url };
+      } catch (err) {
+        await this.stop();
+        throw err;
+      }
+    }
+  }
+
+  /** The URL of the HTTP server started with `start({ serve })`, while it runs. */
+  serving(): string | undefined {
+    return this.#worker?.server?.url;
   }
 
   /**
@@ -546,6 +571,8 @@ export class Ratchet {
   async stop(): Promise<void> {
     const w = this.#worker;
     if (!w) return;
+    // The server goes first: nothing new arrives through it while the worker winds down.
+    await w.server?.close().catch((err) => this.#o.logger.error("closing the HTTP server failed", err));
     w.stop = true;
     this.#wakeup.notify();
     await w.loop;
