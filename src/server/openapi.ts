@@ -351,5 +351,33 @@ export const OPENAPI = {
         responses: { ...ok("OpenAPI 3.1", anyObject) },
       },
     },
+    "/": {
+      get: {
+        summary: "The dashboard page (no token needed; the page asks for it and sends it to /api)",
+        security: [],
+        responses: {
+          "200": { description: "index.html", content: { "text/html": { schema: { type: "string" } } } },
+          ...errors(403, 404),
+        },
+      },
+    },
+    "/assets/{path}": {
+      get: {
+        summary: "A file of the built dashboard (no token needed)",
+        security: [],
+        parameters: [
+          {
+            name: "path",
+            in: "path",
+            required: true,
+            schema: { type: "string", pattern: "^[A-Za-z0-9_-][A-Za-z0-9._/-]*$" },
+          },
+        ],
+        responses: {
+          "200": { description: "The file, with its content type" },
+          ...errors(403, 404),
+        },
+      },
+    },
   },
 } as const;

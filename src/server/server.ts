@@ -21,6 +21,7 @@ import { type Logger, silentLogger } from "../engine/options.js";
 import type { Ratchet } from "../engine/ratchet.js";
 import { ConfigError } from "../errors.js";
 import { bearerCheck, checkAuthConfig, checkLoopbackHost } from "./auth.js";
+import { defaultDashboardDir, registerDashboard } from "./dashboard.js";
 import { HttpError, toErrorResponse } from "./errors.js";
 import { EndingsRecorder, renderMetrics } from "./metrics.js";
 import { OPENAPI } from "./openapi.js";
@@ -45,6 +46,11 @@ export interface ServerOptions {
   streamIntervalMs?: number;
   /** Open /api/stream connections at once; default 32. */
   maxStreams?: number;
+  /**
+   * The built dashboard served at `/` and `/assets/*` (no token needed for these files): a folder
+   * holding index.html and assets/. Default: dist/dashboard of this package; false serves none.
+   */
+  dashboard?: string | false;
   logger?: Logger;
 }
 
@@ -117,6 +123,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
     return c.text(text, 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
   });
   app.get("/openapi.json", (c) => c.json(OPENAPI));
+  if (opts.dashboard !== false) registerDashboard(app, opts.dashboard ?? defaultDashboardDir());
 
   let server: ServerType | undefined;
   return {

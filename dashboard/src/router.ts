@@ -1,0 +1,39 @@
+/**
+ * Hash routes, so the server needs to serve only `/`:
+ * `#/` overview, `#/tasks?status=…` the list with its filters, `#/tasks/42` one task.
+ */
+import { useEffect, useState } from "preact/hooks";
+
+export type Route =
+  | { view: "overview" }
+  | { view: "tasks"; filters: Record<string, string> }
+  | { view: "task"; id: number };
+
+export function parseRoute(hash: string): Route {
+  const [path = "", q = ""] = hash.replace(/^#/, "").split("?");
+  const one = /^\/tasks\/(\d{1,16})$/.exec(path);
+  if (one) return { view: "task", id: Number(one[1]) };
+  if (path === "/tasks") return { view: "tasks", filters: Object.fromEntries(new URLSearchParams(q)) };
+  return { view: "overview" };
+}
+
+export function useRoute(): Route {
+  const [route, set] = useState(() => parseRoute(location.hash));
+  useEffect(() => {
+    const on = () => set(parseRoute(location.hash));
+    addEventListener("hashchange", on);
+    return () => removeEventListener("hashchange", on);
+  }, []);
+  return route;
+}
+
+export function taskHref(id: number): string {
+  return `#/tasks/${id}`;
+}
+
+export function listHref(filters: Record<string, string | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(filters)) if (v) q.set(k, v);
+  const s = q.toString();
+  return `#/tasks${s ? `?${s}` : ""}`;
+}

@@ -1,0 +1,76 @@
+/**
+ * The frame: navigation, the live indicator, the token prompt, and the view
+ * of the current route. The app first reads /api/stats: a 401 there (or on
+ * any later call) shows the prompt instead of the view.
+ */
+import { useEffect, useState } from "preact/hooks";
+import { call, onUnauthorized } from "../api.js";
+import { live, useConnected } from "../live.js";
+import { useRoute } from "../router.js";
+import { Overview } from "./Overview.js";
+import { TaskDetail } from "./TaskDetail.js";
+import { TaskList } from "./TaskList.js";
+import { TokenPrompt } from "./TokenPrompt.js";
+
+type Access = "checking" | "ok" | "token";
+
+export function App() {
+  const route = useRoute();
+  const connected = useConnected();
+  const [access, setAccess] = useState<Access>("checking");
+  const [problem, setProblem] = useState<string | null>(null);
+
+  const check = () => {
+    call("/api/stats").then(
+      () => {
+        setAccess("ok");
+        setProblem(null);
+        live.start();
+      },
+      (e: Error & { status?: number }) => {
+        if (e.status === 401) return;
+        setProblem(e.message);
+        setAccess("ok");
+      },
+    );
+  };
+
+  useEffect(() => {
+    const off = onUnauthorized(() => {
+      live.stop();
+      setAccess("token");
+    });
+    check();
+    return off;
+  }, []);
+
+  return (
+    <div class="app">
+      <header class="top">
+        <a class="brand" href="#/">
+          Ratchet
+        </a>
+        <nav>
+          <a href="#/" class={route.view === "overview" ? "active" : ""}>
+            Overview
+          </a>
+          <a href="#/tasks" class={route.view !== "overview" ? "active" : ""}>
+            Tasks
+          </a>
+        </nav>
+        <span class={`live ${connected ? "on" : "off"}`} data-live={connected ? "on" : "off"}>
+          {connected ? "live" : "offline"}
+        </span>
+      </header>
+      <main>
+        {problem && <p class="problem">{problem}</p>}
+        {access === "token" && <TokenPrompt onAccepted={check} />}
+        {access === "ok" && route.view === "overview" && <Overview />}
+        {access === "ok" && route.view === "tasks" && (
+          <TaskList key={JSON.stringify(route.filters)} filters={route.filters} />
+        )}
+        {access === "ok" && route.view === "task" && <TaskDetail key={route.id} id={route.id} />}
+      </main>
+    </div>
+  );
+}
