@@ -34,6 +34,7 @@ export interface DriverOptions {
   deps: ExecutorDeps;
   wakeup: Wakeup;
   onReport?: (r: RunReport, task: ClaimedTask) => void;
+  onClaimed?: (claimed: readonly ClaimedTask[]) => void;
 }
 
 export class Driver {
@@ -83,6 +84,7 @@ export class Driver {
       leaseGraceMs: this.#o.leaseGraceMs,
       limits: this.#o.limits(),
     });
+    this.#o.onClaimed?.(claimed);
     for (const task of claimed) this.#start(task);
     return claimed.length;
   }

@@ -68,6 +68,12 @@ export interface StartOptions {
   serve?: ServerOptions;
 }
 
+export interface WorkerCounters {
+  claims: number;
+  reclaims: number;
+  reports: Partial<Record<RunReport, number>>;
+}
+
 export interface TickOptions {
   budgetMs: number;
   concurrency?: number;
@@ -116,6 +122,8 @@ export class Ratchet {
       }
     | undefined;
   #ticks = new Set<Driver>();
+  /** What this instance's drivers did since open (for /metrics of a serving worker). */
+  readonly #counters: WorkerCounters = { claims: 0, reclaims: 0, reports: {} };
   /** Seat and rate limits of the registered definitions, sent with every claim. */
   #limits: ClaimLimits = { seats: {}, rates: {} };
   #closed = false;
@@ -299,7 +307,12 @@ export class Ratchet {
       limits: () => this.#limits,
       deps: this.#deps,
       wakeup: this.#wakeup,
+      onClaimed: (claimed) => {
+        this.#counters.claims += claimed.length;
+        for (const t of claimed) if (t.reclaimed) this.#counters.reclaims++;
+      },
       onReport: (r, task) => {
+        this.#counters.reports[r] = (this.#counters.reports[r] ?? 0) + 1;
         onReport?.(r);
         if (r === "done" || r === "failed" || r === "aborted")
           for (const l of this.#settledListeners) l(task.id);
@@ -345,6 +358,15 @@ export class Ratchet {
         throw err;
       }
     }
+  }
+
+  /**
+   * What this instance's worker and ticks did since it opened: claims (and how many were reclaims
+   * of expired leases) and how each invocation ended (done, failed, retried, aborted, suspended,
+   * lost, released). In-process counters; they restart at zero with the process.
+   */
+  workerCounters(): WorkerCounters {
+    return { ...this.#counters, reports: { ...this.#counters.reports } };
   }
 
   /** The URL of the HTTP server started with `start({ serve })`, while it runs. */

@@ -15,6 +15,10 @@
  *   and `ratchet_metrics_sample_overflows_total` grows. The first scrape
  *   counts the last SAMPLE endings from before the server started.
  *
+ * - This process's worker (`ratchet.workerCounters()`), when the server runs
+ *   inside one (`start({ serve })`): exact counters of its claims, reclaims
+ *   and how its invocations ended. Zero in a `ratchet serve` without a worker.
+ *
  * Latencies, in seconds, of the tasks that ended:
  * - start delay: started_at − run_after, from the earliest allowed start to
  *   the first claim. Includes time spent waiting on needs or flow control.
@@ -168,5 +172,24 @@ export async function renderMetrics(ratchet: Ratchet, rec: EndingsRecorder): Pro
     `Scrapes after which more than ${SAMPLE} tasks had ended: the excess was not counted.`,
   );
   out.push(`ratchet_metrics_sample_overflows_total ${rec.overflows}`);
+  // The worker in this process, if any (start({ serve })): exact counts of its own claims and ends.
+  const w = ratchet.workerCounters();
+  family(out, "ratchet_worker_claims_total", "counter", "Tasks this process's worker claimed.");
+  out.push(`ratchet_worker_claims_total ${w.claims}`);
+  family(
+    out,
+    "ratchet_worker_reclaims_total",
+    "counter",
+    "Claims of this process that took over an expired lease.",
+  );
+  out.push(`ratchet_worker_reclaims_total ${w.reclaims}`);
+  family(
+    out,
+    "ratchet_worker_invocations_total",
+    "counter",
+    "How this process's invocations ended: done, failed, retried, aborted, suspended, lost, released.",
+  );
+  for (const [report, n] of Object.entries(w.reports))
+    out.push(`ratchet_worker_invocations_total${labels({ report })} ${n ?? 0}`);
   return `${out.join("\n")}\n`;
 }

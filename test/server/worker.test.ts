@@ -26,6 +26,11 @@ forEachBackend(() => {
         return t.task.status === "terminal" ? t.task : null;
       });
       expect(done.result).toEqual({ hi: "ada" });
+      // /metrics of a serving worker counts its own claims and ends exactly.
+      const metrics = await (await fetch(`${url}/metrics`, { headers: auth })).text();
+      expect(metrics).toMatch(/^ratchet_worker_claims_total 1$/m);
+      expect(metrics).toMatch(/^ratchet_worker_invocations_total\{report="done"\} 1$/m);
+      expect(r.workerCounters()).toEqual({ claims: 1, reclaims: 0, reports: { done: 1 } });
       await r.stop();
       expect(r.serving()).toBeUndefined();
       await expect(fetch(`${url}/api/stats`, { headers: auth })).rejects.toThrow();
