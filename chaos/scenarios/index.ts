@@ -1,0 +1,15 @@
+/** The scenarios the runner knows, by the name `--scenario` takes. Numbers refer to issue 7. */
+import type { Scenario } from "../scenario.js";
+import { crash } from "./crash.js";
+import { poison } from "./poison.js";
+import { shutdown } from "./shutdown.js";
+import { stall } from "./stall.js";
+import { storm } from "./storm.js";
+
+export const SCENARIOS: Record<string, Scenario> = {
+  storm, // 1. SIGKILL storm on SQLite
+  stall, // 3. event-loop stall
+  crash, // 6. SQLite process-crash consistency
+  poison, // 7. poison tasks
+  shutdown, // 9. graceful shutdown
+};
