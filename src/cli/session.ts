@@ -63,3 +63,16 @@ export async function withSession<T>(
     await ratchet.close();
   }
 }
+
+/** Resolves with the first SIGINT or SIGTERM. */
+export function nextSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (sig: NodeJS.Signals) => {
+      process.off("SIGINT", on);
+      process.off("SIGTERM", on);
+      resolve(sig);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}

@@ -6,7 +6,8 @@
 import { describe, expect, it } from "vitest";
 import { admitRead, FIRST_PARKED } from "../../src/store/gates.js";
 import { CLAIM_ONE, LIST_READY, READY, selectExpired, selectPending } from "../../src/store/sqlite/sql.js";
-import { sqliteSql } from "../../src/store/tree/program.js";
+import { reconcile } from "../../src/store/tree/ops.js";
+import { runSync, sqliteParams, sqliteSql } from "../../src/store/tree/program.js";
 import { claimReq, FakeClock, newTask, openSqliteStore, tempDbPath, unlimited } from "./helpers.js";
 
 describe("claims on SQLite (spec §3)", () => {
@@ -83,6 +84,33 @@ describe("claims on SQLite (spec §3)", () => {
       if (sql.includes("wait_on = 'seat'"))
         expect(details.some((d) => d.includes("ratchet_tasks_seat_parked"))).toBe(true);
     }
+  });
+
+  it("§12.10 the maintenance reconcile reads through indexes only: its cost does not grow with waiting tasks", async () => {
+    const store = await openSqliteStore(new FakeClock());
+    await store.enqueue(
+      Array.from({ length: 500 }, () => newTask({ delayMs: 86_400_000 })),
+      unlimited,
+    );
+    store.db.exec("ANALYZE");
+    const scans: string[] = [];
+    store.db.exec("BEGIN");
+    try {
+      runSync(reconcile(null), (op) => {
+        if (op.op === "live") return 0;
+        if (op.op !== "q") return undefined;
+        const sql = sqliteSql(op.sql);
+        const p = { now: 0, ...sqliteParams(op.p) };
+        for (const r of store.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(p) as { detail: string }[])
+          if (/^SCAN (t|ratchet_tasks)\b(?!.*USING)/.test(r.detail))
+            scans.push(`${r.detail}: ${sql.slice(0, 80)}`);
+        const st = store.db.prepare(sql);
+        return st.reader ? st.all(p) : (st.run(p), []);
+      });
+    } finally {
+      store.db.exec("ROLLBACK");
+    }
+    expect(scans).toEqual([]);
   });
 
   it("§3.4 the reclaim of expired leases uses index ratchet_tasks_lease, never a table scan", async () => {

@@ -4,22 +4,9 @@ import { consoleLogger } from "../../engine/options.js";
 import type { TickReport } from "../../engine/ratchet.js";
 import { option, parseDuration, parseInteger, parseList } from "../args.js";
 import { pairs, print, printJson } from "../format.js";
-import { withSession } from "../session.js";
+import { nextSignal, withSession } from "../session.js";
 
 const concurrency = option((t) => parseInteger(t, "--concurrency", 1, 10_000));
-
-/** Resolves with the first SIGINT or SIGTERM. */
-function nextSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const on = (sig: NodeJS.Signals) => {
-      process.off("SIGINT", on);
-      process.off("SIGTERM", on);
-      resolve(sig);
-    };
-    process.on("SIGINT", on);
-    process.on("SIGTERM", on);
-  });
-}
 
 export function registerRun(program: Command): void {
   program

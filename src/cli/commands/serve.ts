@@ -4,20 +4,7 @@ import { consoleLogger } from "../../engine/options.js";
 import { createServer, DEFAULT_HOST, DEFAULT_PORT } from "../../server/server.js";
 import { option, parseInteger } from "../args.js";
 import { print, printJson } from "../format.js";
-import { withSession } from "../session.js";
-
-/** Resolves with the first SIGINT or SIGTERM. */
-function nextSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const on = (sig: NodeJS.Signals) => {
-      process.off("SIGINT", on);
-      process.off("SIGTERM", on);
-      resolve(sig);
-    };
-    process.on("SIGINT", on);
-    process.on("SIGTERM", on);
-  });
-}
+import { nextSignal, withSession } from "../session.js";
 
 export function registerServe(program: Command): void {
   program
