@@ -1,5 +1,6 @@
 /** The scenarios the runner knows, by the name `--scenario` takes. Numbers refer to issue 7. */
 import type { Scenario } from "../scenario.js";
+import { ambiguous } from "./ambiguous.js";
 import { crash } from "./crash.js";
 import { poison } from "./poison.js";
 import { shutdown } from "./shutdown.js";
@@ -9,6 +10,7 @@ import { storm } from "./storm.js";
 export const SCENARIOS: Record<string, Scenario> = {
   storm, // 1. SIGKILL storm on SQLite
   stall, // 3. event-loop stall
+  ambiguous, // 5. ambiguous commits
   crash, // 6. SQLite process-crash consistency
   poison, // 7. poison tasks
   shutdown, // 9. graceful shutdown

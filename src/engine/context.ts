@@ -407,7 +407,7 @@ export class Invocation implements TaskContext {
     if (typeof delayMs !== "number" || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_MS)
       throw new ValidationError(`spawn delayMs must be an integer in [0, ${MAX_MS}]`);
     const queue = checkName(opts.queue ?? def.queue, "queue");
-    const value = await validateInput(def, input);
+    const { value } = await validateInput(def, input);
     const text = toStorableJson(
       value === undefined ? null : value,
       `input of child "${n}"`,

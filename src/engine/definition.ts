@@ -168,9 +168,14 @@ export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
   });
 }
 
-/** Validates input with the definition's schema; returns the schema's output. */
-export async function validateInput(def: TaskDefinition, input: unknown): Promise<unknown> {
-  if (!def.schema) return input;
+/**
+ * Validates input with the definition's schema; returns the schema's output, boxed. The box matters:
+ * an async function's return value is awaited, so returning a Promise or any object with a `then`
+ * method would run the caller's `then` and store what it resolved to. Boxed, such an input reaches
+ * toStorableJson and is refused like any value with a function member (spec §4.6).
+ */
+export async function validateInput(def: TaskDefinition, input: unknown): Promise<{ value: unknown }> {
+  if (!def.schema) return { value: input };
   const res = await def.schema["~standard"].validate(input);
   if (res.issues) {
     const detail = res.issues
@@ -182,5 +187,5 @@ export async function validateInput(def: TaskDefinition, input: unknown): Promis
       .join("; ");
     throw new ValidationError(`invalid input for task "${def.name}": ${detail}`);
   }
-  return res.value;
+  return { value: res.value };
 }

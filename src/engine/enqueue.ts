@@ -109,7 +109,7 @@ async function prepareEntry(
   const now = env.now;
   if (!e || typeof e !== "object") throw new ValidationError(`entry ${i} must be an object`);
   const def = env.resolve(e.task);
-  const value = await validateInput(def, e.input);
+  const { value } = await validateInput(def, e.input);
   const input = toStorableJson(value, `input of task "${def.name}"`, env.maxPayloadBytes);
   const queue = checkName(e.queue ?? def.queue, `entry ${i}: queue`);
   const priority = e.priority ?? def.priority;

@@ -466,7 +466,7 @@ export class Ratchet {
       throw new ValidationError("schedule priority must be an integer in [-1000, 1000]");
     const c = parseCron(cron, timezone);
     const def = this.#resolve(task);
-    const value = await validateInput(def, input);
+    const { value } = await validateInput(def, input);
     const text = toStorableJson(value ?? null, `input of schedule "${n}"`, this.#o.maxPayloadBytes);
     const now = await this.store.now();
     return this.store.upsertSchedule({
