@@ -105,7 +105,9 @@ describe("claims on SQLite (spec §3)", () => {
           if (/^SCAN (t|ratchet_tasks)\b(?!.*USING)/.test(r.detail))
             scans.push(`${r.detail}: ${sql.slice(0, 80)}`);
         const st = store.db.prepare(sql);
-        return st.reader ? st.all(p) : (st.run(p), []);
+        if (st.reader) return st.all(p);
+        st.run(p);
+        return [];
       });
     } finally {
       store.db.exec("ROLLBACK");
