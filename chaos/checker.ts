@@ -65,21 +65,26 @@ export function readStepRuns(path: string): Map<string, StepRun[]> {
 export async function readStore(db: string): Promise<Map<number, StoredTask>> {
   const r = await Ratchet.open({ store: `sqlite:${db}`, logger: silentLogger });
   try {
-    const out = new Map<number, StoredTask>();
-    let before: number | undefined;
-    for (;;) {
-      const page = await r.list({ limit: 1000, ...(before === undefined ? {} : { before }) });
-      for (const t of page) {
-        const d = await r.details(t.id);
-        out.set(t.id, { task: d.task, steps: d.steps, events: d.events });
-      }
-      if (page.length < 1000) break;
-      before = page[page.length - 1]!.id;
-    }
-    return out;
+    return await readTasks(r);
   } finally {
     await r.close();
   }
+}
+
+/** Every task of an open Ratchet's store with its steps and events, through the public API (any backend). */
+export async function readTasks(r: Ratchet): Promise<Map<number, StoredTask>> {
+  const out = new Map<number, StoredTask>();
+  let before: number | undefined;
+  for (;;) {
+    const page = await r.list({ limit: 1000, ...(before === undefined ? {} : { before }) });
+    for (const t of page) {
+      const d = await r.details(t.id);
+      out.set(t.id, { task: d.task, steps: d.steps, events: d.events });
+    }
+    if (page.length < 1000) break;
+    before = page[page.length - 1]!.id;
+  }
+  return out;
 }
 
 /** `PRAGMA integrity_check` of the file: "ok" or what SQLite found. */

@@ -78,6 +78,23 @@ export class WorkerPool {
   }
 
   /**
+   * SIGKILLs every member of the pool at once — a machine going down — and
+   * spawns as many replacements (the machine coming back). Members still
+   * starting die too; a kill is recorded for each that had opened (P5).
+   */
+  killAll(): ChaosProcess[] {
+    const victims = this.all.filter((w) => w.alive);
+    const at = Date.now();
+    for (const w of victims) {
+      if (w.workerId !== undefined) this.kills.push({ workerId: w.workerId, at });
+      w.kill("SIGKILL");
+      this.#running.delete(w);
+    }
+    for (let i = 0; i < victims.length; i++) this.spawn();
+    return victims;
+  }
+
+  /**
    * The liveness probe a supervisor (systemd, Kubernetes) would run: a running
    * worker silent for more than silentMs has a stuck event loop; kill and replace it.
    */

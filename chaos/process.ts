@@ -146,9 +146,13 @@ export class Sandbox {
     return p;
   }
 
-  /** A chaos worker (chaos/fixtures/worker.ts) on this sandbox's file and ledger. */
+  /** A chaos worker (chaos/fixtures/worker.ts) on this sandbox's file (or `opts.pg`) and ledger. */
   worker(opts: WorkerOptions = {}): ChaosProcess {
-    const args = ["--db", this.db, "--effects", this.effects];
+    const args = opts.pg
+      ? ["--pg-url", opts.pg.url, "--schema", opts.pg.schema, "--effects", this.effects]
+      : ["--db", this.db, "--effects", this.effects];
+    if (opts.pg?.pool !== undefined) args.push("--pool", String(opts.pg.pool));
+    if (opts.reportClaims) args.push("--report-claims");
     if (opts.concurrency !== undefined) args.push("--concurrency", String(opts.concurrency));
     if (opts.maxMs !== undefined) args.push("--max-ms", String(opts.maxMs));
     if (opts.graceMs !== undefined) args.push("--grace", String(opts.graceMs));
@@ -173,6 +177,10 @@ export interface WorkerOptions {
   shutdownMs?: number;
   logWrites?: boolean;
   nodeArgs?: string[];
+  /** Run on PostgreSQL instead of the sandbox's SQLite file (`url` may carry an application_name). */
+  pg?: { url: string; schema: string; pool?: number };
+  /** The worker prints {"type":"claim","got","at"} for every claim that took tasks. */
+  reportClaims?: boolean;
 }
 
 /** Lines of a file (none when it does not exist yet). */

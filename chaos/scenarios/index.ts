@@ -2,6 +2,8 @@
 import type { Scenario } from "../scenario.js";
 import { ambiguous } from "./ambiguous.js";
 import { crash } from "./crash.js";
+import { pgrestart } from "./pgrestart.js";
+import { pgstorm } from "./pgstorm.js";
 import { poison } from "./poison.js";
 import { shutdown } from "./shutdown.js";
 import { stall } from "./stall.js";
@@ -9,7 +11,9 @@ import { storm } from "./storm.js";
 
 export const SCENARIOS: Record<string, Scenario> = {
   storm, // 1. SIGKILL storm on SQLite
+  pgstorm, // 2. SIGKILL storm on PostgreSQL
   stall, // 3. event-loop stall
+  pgrestart, // 4. PostgreSQL restart and killed connections
   ambiguous, // 5. ambiguous commits
   crash, // 6. SQLite process-crash consistency
   poison, // 7. poison tasks
