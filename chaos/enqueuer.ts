@@ -31,6 +31,17 @@ export class Enqueuer {
     return new Enqueuer(r, acks);
   }
 
+  /** The same on a PostgreSQL schema (scenarios 2 and 4). */
+  static async openPg(url: string, schema: string, acks: string, maxMs: number): Promise<Enqueuer> {
+    const r: Ratchet = await Ratchet.open({
+      store: url,
+      postgres: { schema, poolMax: 3 },
+      tasks: makeChaosTasks({ effectsFd: -1, effectsPath: "", db: "", maxMs, store: () => r.store }),
+      logger: silentLogger,
+    });
+    return new Enqueuer(r, acks);
+  }
+
   async enqueue(name: string, input: unknown, opts: { delayMs?: number } = {}): Promise<number | undefined> {
     try {
       const id = await this.r.enqueue(name, input, opts);
@@ -50,6 +61,15 @@ export class Enqueuer {
     let n = 0;
     for (const q of await this.r.stats()) n += q.byStatus.terminal ?? 0;
     return n;
+  }
+
+  /** terminal(), or null while the store is unreachable (a PostgreSQL restart). */
+  async terminalOrNull(): Promise<number | null> {
+    try {
+      return await this.terminal();
+    } catch {
+      return null;
+    }
   }
 
   close(): Promise<void> {

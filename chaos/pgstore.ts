@@ -10,14 +10,12 @@
  */
 import { execFile, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { promisify } from "node:util";
 import pg from "pg";
-import { Ratchet, RatchetError, silentLogger } from "../src/index.js";
+import { Ratchet, silentLogger } from "../src/index.js";
 import { readTasks, type StoredTask } from "./checker.js";
-import { makeChaosTasks } from "./fixtures/tasks.js";
 import { waitUntil } from "./process.js";
-import type { Violation } from "./scenario.js";
 
 /** The server of the PostgreSQL scenarios (the same variable and default as the test suites). */
 export const CHAOS_PG_URL = process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -54,63 +52,6 @@ export async function pgQuery<R = Record<string, unknown>>(
 export async function dropChaosSchema(url: string, schema: string): Promise<void> {
   await ensurePgRunning(url);
   await pgQuery(url, `DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-}
-
-/**
- * The enqueuer of a PostgreSQL scenario: appends `ack ID` only after
- * `enqueue()` resolved. A RatchetError (a StoreError while the server
- * restarts) is allowed and counted — that enqueue was never acknowledged;
- * anything else is a P7 finding.
- */
-export class PgEnqueuer {
-  readonly violations: Violation[] = [];
-  acked = 0;
-  refused = 0;
-
-  private constructor(
-    readonly r: Ratchet,
-    readonly acks: string,
-  ) {}
-
-  static async open(url: string, schema: string, acks: string, maxMs: number): Promise<PgEnqueuer> {
-    const r: Ratchet = await Ratchet.open({
-      store: url,
-      postgres: { schema, poolMax: 3 },
-      // Registered so enqueue validates the names; this instance never runs them.
-      tasks: makeChaosTasks({ effectsFd: -1, effectsPath: "", db: "", maxMs, store: () => r.store }),
-      logger: silentLogger,
-    });
-    return new PgEnqueuer(r, acks);
-  }
-
-  async enqueue(name: string, input: unknown): Promise<number | undefined> {
-    try {
-      const id = await this.r.enqueue(name, input);
-      appendFileSync(this.acks, `ack ${id}\n`);
-      this.acked++;
-      return id;
-    } catch (err) {
-      if (err instanceof RatchetError) this.refused++;
-      else
-        this.violations.push({ promise: "P7", detail: `enqueue threw a non-Ratchet error: ${String(err)}` });
-      return undefined;
-    }
-  }
-
-  /** How many tasks are terminal; null while the store is unreachable (a restart). */
-  async terminal(): Promise<number | null> {
-    try {
-      let n = 0;
-      for (const q of await this.r.stats()) n += q.byStatus.terminal ?? 0;
-      return n;
-    } catch {
-      return null;
-    }
-  }
-
-  close(): Promise<void> {
-    return this.r.close();
-  }
 }
 
 /** Every task of a PostgreSQL schema with its steps and events, read through the engine (then closed). */

@@ -27,12 +27,12 @@
  */
 import * as errors from "../../src/errors.js";
 import { checkNoLostTask, checkRecovery, checkSteps, readAcks, readStepRuns } from "../checker.js";
+import { Enqueuer } from "../enqueuer.js";
 import {
   CHAOS_PG_URL,
   dropChaosSchema,
   ensurePgRunning,
   newChaosSchema,
-  PgEnqueuer,
   pgCtl,
   pgStartedAt,
   readPgStore,
@@ -167,9 +167,9 @@ export async function pgrestart(c: ScenarioConfig): Promise<ScenarioResult> {
   const downtimes: number[] = [];
   let terminated = 0;
   let restarts = 0;
-  let enq: PgEnqueuer | undefined;
+  let enq: Enqueuer | undefined;
   try {
-    enq = await PgEnqueuer.open(CHAOS_PG_URL, schema, sb.acks, size.maxMs);
+    enq = await Enqueuer.openPg(CHAOS_PG_URL, schema, sb.acks, size.maxMs);
     const e = enq;
     const input = () => ({
       steps: STEPS,
@@ -177,7 +177,7 @@ export async function pgrestart(c: ScenarioConfig): Promise<ScenarioResult> {
     });
     const backlog = 6 * size.workers * size.concurrency;
     const topUp = async () => {
-      const done = (await e.terminal()) ?? 0;
+      const done = (await e.terminalOrNull()) ?? 0;
       for (let i = e.acked - done; i < backlog; i++) await e.enqueue("chain", input());
     };
     await topUp();
@@ -236,7 +236,7 @@ export async function pgrestart(c: ScenarioConfig): Promise<ScenarioResult> {
     const deadline = t0 + size.deadlineMs;
     await waitUntil(
       "every acknowledged task terminal",
-      async () => (await e.terminal()) === e.acked || Date.now() > deadline,
+      async () => (await e.terminalOrNull()) === e.acked || Date.now() > deadline,
       size.deadlineMs,
       200,
     );

@@ -18,14 +18,8 @@ import {
   readStepRuns,
   recoveryStats,
 } from "../checker.js";
-import {
-  CHAOS_PG_URL,
-  dropChaosSchema,
-  newChaosSchema,
-  PgEnqueuer,
-  readPgStore,
-  withAppName,
-} from "../pgstore.js";
+import { Enqueuer } from "../enqueuer.js";
+import { CHAOS_PG_URL, dropChaosSchema, newChaosSchema, readPgStore, withAppName } from "../pgstore.js";
 import { WorkerPool } from "../pool.js";
 import { Sandbox } from "../process.js";
 import { pause, Rng, type ScenarioConfig, type ScenarioResult, type Violation } from "../scenario.js";
@@ -99,9 +93,9 @@ export async function pgstorm(c: ScenarioConfig): Promise<ScenarioResult> {
       }),
   );
   const violations: Violation[] = [];
-  let enq: PgEnqueuer | undefined;
+  let enq: Enqueuer | undefined;
   try {
-    enq = await PgEnqueuer.open(CHAOS_PG_URL, schema, sb.acks, size.maxMs);
+    enq = await Enqueuer.openPg(CHAOS_PG_URL, schema, sb.acks, size.maxMs);
     const inputs = Array.from({ length: size.tasks }, () => ({
       steps: STEPS,
       ms: Array.from({ length: STEPS }, () => rng.int(size.stepMs[0], size.stepMs[1])),
@@ -124,7 +118,7 @@ export async function pgstorm(c: ScenarioConfig): Promise<ScenarioResult> {
       // The rest of the tasks arrive during the storm, a slice per kill.
       for (const input of late.splice(0, Math.ceil(size.tasks / 20))) await enq.enqueue("chain", input);
       await snapshotSteps(enq, rng, seen);
-      const done = (await enq.terminal()) ?? 0;
+      const done = (await enq.terminalOrNull()) ?? 0;
       if (late.length === 0 && done >= enq.acked) break;
       if (Date.now() > deadline) {
         violations.push({
@@ -172,7 +166,7 @@ export async function pgstorm(c: ScenarioConfig): Promise<ScenarioResult> {
   }
 }
 
-async function snapshotSteps(enq: PgEnqueuer, rng: Rng, seen: Map<string, string>): Promise<void> {
+async function snapshotSteps(enq: Enqueuer, rng: Rng, seen: Map<string, string>): Promise<void> {
   if (enq.acked === 0) return;
   for (let i = 0; i < 10; i++) {
     const id = rng.int(1, enq.acked);
