@@ -8,21 +8,13 @@
  * task is terminal the workers are stopped gracefully, the store is read back
  * and the checker judges P1–P5 and P7. The schema is dropped on every path.
  */
-import {
-  checkNoLostTask,
-  checkRecovery,
-  checkStderr,
-  checkSteps,
-  type Kill,
-  readAcks,
-  readStepRuns,
-  recoveryStats,
-} from "../checker.js";
+import type { Kill } from "../checker.js";
 import { Enqueuer } from "../enqueuer.js";
 import { CHAOS_PG_URL, dropChaosSchema, newChaosSchema, readPgStore, withAppName } from "../pgstore.js";
 import { WorkerPool } from "../pool.js";
 import { Sandbox } from "../process.js";
 import { pause, Rng, type ScenarioConfig, type ScenarioResult, type Violation } from "../scenario.js";
+import { judgeStorm, snapshotSteps } from "./storm.js";
 
 export const STEPS = 10;
 
@@ -71,9 +63,6 @@ const SHORT: PgStormSize = {
   pollMs: 50,
   deadlineMs: 120_000,
 };
-
-/** P5 slack over lease + poll interval: a free slot and a claim transaction on a loaded 2-core machine. */
-export const PG_RECOVERY_SLACK_MS = 3_000;
 
 export async function pgstorm(c: ScenarioConfig): Promise<ScenarioResult> {
   const t0 = Date.now();
@@ -166,17 +155,6 @@ export async function pgstorm(c: ScenarioConfig): Promise<ScenarioResult> {
   }
 }
 
-async function snapshotSteps(enq: Enqueuer, rng: Rng, seen: Map<string, string>): Promise<void> {
-  if (enq.acked === 0) return;
-  for (let i = 0; i < 10; i++) {
-    const id = rng.int(1, enq.acked);
-    for (const s of await enq.r.store.steps(id)) {
-      const k = `${id}/${s.name}`;
-      if (!seen.has(k)) seen.set(k, JSON.stringify(s.result));
-    }
-  }
-}
-
 async function judge(
   sb: Sandbox,
   schema: string,
@@ -186,26 +164,5 @@ async function judge(
   procs: readonly { pid: number; stderr: string }[],
   violations: Violation[],
 ): Promise<Pick<ScenarioResult, "violations" | "stats">> {
-  const acks = readAcks(sb.acks);
-  const store = await readPgStore(CHAOS_PG_URL, schema);
-  violations.push(...checkNoLostTask(acks, store));
-  const steps = checkSteps(store, readStepRuns(sb.effects), (t) => (t.name === "chain" ? STEPS : null), seen);
-  violations.push(...steps.violations);
-  const bound = size.maxMs + size.graceMs + size.pollMs + PG_RECOVERY_SLACK_MS;
-  const rec = checkRecovery(store, kills, bound);
-  violations.push(...rec.violations);
-  violations.push(...checkStderr(procs));
-  return {
-    violations,
-    stats: {
-      tasks: acks.length,
-      kills: kills.length,
-      "step bodies": steps.stats.bodyRuns,
-      "steps committed": steps.stats.committedSteps,
-      reruns: steps.stats.reruns,
-      ...recoveryStats(rec.recoveries),
-      "recovery bound ms": bound,
-      "reclaims of live holders": rec.liveHolderReclaims,
-    },
-  };
+  return judgeStorm(await readPgStore(CHAOS_PG_URL, schema), sb, kills, seen, size, procs, violations);
 }

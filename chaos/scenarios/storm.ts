@@ -129,7 +129,8 @@ export async function storm(c: ScenarioConfig): Promise<ScenarioResult> {
   }
 }
 
-async function snapshotSteps(enq: Enqueuer, rng: Rng, seen: Map<string, string>): Promise<void> {
+/** Samples committed step results during the storm, to check later that none changed (P2). */
+export async function snapshotSteps(enq: Enqueuer, rng: Rng, seen: Map<string, string>): Promise<void> {
   if (enq.acked === 0) return;
   for (let i = 0; i < 10; i++) {
     const id = rng.int(1, enq.acked);
@@ -150,8 +151,24 @@ async function judge(
 ): Promise<Pick<ScenarioResult, "violations" | "stats">> {
   const integrity = integrityCheck(sb.db);
   if (integrity !== "ok") violations.push({ promise: "P1", detail: `integrity_check: ${integrity}` });
+  const judged = judgeStorm(await readStore(sb.db), sb, kills, seen, size, procs, violations);
+  return { ...judged, stats: { ...judged.stats, integrity } };
+}
+
+/**
+ * P1–P5 and P7 of a storm, from the stored tasks, the ack log and the effects ledger (shared with
+ * the PostgreSQL storm, which reads its store otherwise).
+ */
+export function judgeStorm(
+  store: Parameters<typeof checkNoLostTask>[1],
+  sb: Sandbox,
+  kills: readonly Kill[],
+  seen: ReadonlyMap<string, string>,
+  size: { maxMs: number; graceMs: number; pollMs: number },
+  procs: readonly { pid: number; stderr: string }[],
+  violations: Violation[],
+): Pick<ScenarioResult, "violations" | "stats"> {
   const acks = readAcks(sb.acks);
-  const store = await readStore(sb.db);
   violations.push(...checkNoLostTask(acks, store));
   const steps = checkSteps(store, readStepRuns(sb.effects), (t) => (t.name === "chain" ? STEPS : null), seen);
   violations.push(...steps.violations);
@@ -170,7 +187,6 @@ async function judge(
       ...recoveryStats(rec.recoveries),
       "recovery bound ms": bound,
       "reclaims of live holders": rec.liveHolderReclaims,
-      integrity,
     },
   };
 }
