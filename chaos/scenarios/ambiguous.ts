@@ -7,18 +7,33 @@
  * driver's lost connection does after wrapping.
  *
  * The enqueuer retries a failed enqueue with the same dedupe key until it
- * resolves; workers (in this process, several Ratchet instances on one SQLite
- * file) run "chain" tasks. The checker then judges P1 (every acknowledged
- * task terminal, and one task per dedupe key), P2–P4 (chaos/checker.ts) and
- * P7 (every error a caller saw is a RatchetError with a code; the engine
- * logged no error other than the injected faults; no unhandled rejection).
+ * resolves; workers (in this process, several Ratchet instances, each with its
+ * own connection) run "chain" tasks. The checker then judges P1 (every
+ * acknowledged task terminal, and one task per dedupe key), P2–P4
+ * (chaos/checker.ts) and P7 (every error a caller saw is a RatchetError with a
+ * code; the engine logged no error other than the injected faults; no
+ * unhandled rejection).
+ *
+ * One body, two backends: `ambiguous` shares one SQLite file, `pgambiguous`
+ * one fresh PostgreSQL schema (each instance its own pool; the schema is
+ * dropped on every path). The checks are the same on both, plus SQLite's
+ * integrity_check, which has no PostgreSQL counterpart.
  */
 import { closeSync, openSync } from "node:fs";
 import { systemClock } from "../../src/core/clock.js";
 import { Ratchet, RatchetError, type Store, StoreError, type TaskRecord } from "../../src/index.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { checkNoLostTask, checkSteps, integrityCheck, readStepRuns, readStore } from "../checker.js";
+import {
+  checkNoLostTask,
+  checkSteps,
+  integrityCheck,
+  readStepRuns,
+  readStore,
+  type StoredTask,
+} from "../checker.js";
 import { makeChaosTasks } from "../fixtures/tasks.js";
+import { CHAOS_PG_URL, dropChaosSchema, newChaosSchema, readPgStore, withAppName } from "../pgstore.js";
 import { Sandbox, waitUntil } from "../process.js";
 import { pause, Rng, type ScenarioConfig, type ScenarioResult, type Violation } from "../scenario.js";
 
@@ -104,12 +119,66 @@ const FULL: Size = {
 };
 const SHORT: Size = { ...FULL, tasks: 300, workers: 2, deadlineMs: 120_000 };
 
-export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
+type Backend = "sqlite" | "postgres";
+
+/** Where the run's tasks live, and the backend's own ways to connect, read back and check. */
+interface Storage {
+  /** "file PATH" or "schema NAME", for the progress line. */
+  where: string;
+  /** A new store connection (on PostgreSQL its own pool) for instance `i`. */
+  connect(i: number): Store;
+  /** Every task with its steps and events, read after the run through the engine. */
+  read(): Promise<Map<number, StoredTask>>;
+  /** SQLite's `PRAGMA integrity_check`; undefined on PostgreSQL, which has no counterpart. */
+  integrity(): string | undefined;
+  drop(): Promise<void>;
+}
+
+function sqliteStorage(sb: Sandbox): Storage {
+  return {
+    where: `file ${sb.db}`,
+    connect: () => new SqliteStore({ path: sb.db, clock: systemClock }),
+    read: () => readStore(sb.db),
+    integrity: () => integrityCheck(sb.db),
+    drop: async () => {},
+  };
+}
+
+function pgStorage(): Storage {
+  const schema = newChaosSchema();
+  return {
+    where: `schema ${schema}`,
+    // The database clock (no clock given), as in production; the application name tells the pools apart.
+    connect: (i) =>
+      new PostgresStore({
+        connectionString: withAppName(CHAOS_PG_URL, `${schema}-${i}`),
+        schema,
+        poolMax: 3,
+      }),
+    read: () => readPgStore(CHAOS_PG_URL, schema),
+    integrity: () => undefined,
+    drop: () => dropChaosSchema(CHAOS_PG_URL, schema),
+  };
+}
+
+/** Scenario 5 on one SQLite file. */
+export function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
+  return runAmbiguous(c, "sqlite");
+}
+
+/** Scenario 5 on one fresh PostgreSQL schema. */
+export function pgambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
+  return runAmbiguous(c, "postgres");
+}
+
+async function runAmbiguous(c: ScenarioConfig, backend: Backend): Promise<ScenarioResult> {
   const t0 = Date.now();
+  const name = backend === "sqlite" ? "ambiguous" : "pgambiguous";
   const size = { ...(c.full ? FULL : SHORT) };
   if (c.rounds !== undefined) size.tasks = c.rounds;
   const rng = new Rng(c.seed);
   const sb = new Sandbox();
+  const storage = backend === "sqlite" ? sqliteStorage(sb) : pgStorage();
   const violations: Violation[] = [];
   const counts = emptyCounts();
   const engineErrors: string[] = [];
@@ -120,14 +189,13 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
   const open: Ratchet[] = [];
   const openFaulty = async (i: number): Promise<Ratchet> => {
     // Each instance its own connection and its own seeded fault sequence; Ratchet.open migrates.
-    const inner = new SqliteStore({ path: sb.db, clock: systemClock });
-    const store = faultyStore(inner, new Rng(c.seed * 31 + i), size.rate, counts);
+    const store = faultyStore(storage.connect(i), new Rng(c.seed * 31 + i), size.rate, counts);
     const r: Ratchet = await Ratchet.open({
       store,
       tasks: makeChaosTasks({
         effectsFd,
         effectsPath: sb.effects,
-        db: sb.db,
+        db: backend === "sqlite" ? sb.db : "",
         maxMs: size.maxMs,
         store: () => store,
       }),
@@ -150,7 +218,7 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
     for (let i = 1; i <= size.workers; i++)
       await (await openFaulty(i)).start({ concurrency: size.concurrency });
     c.log(
-      `ambiguous: ${size.workers} workers × ${size.concurrency}, ${size.tasks} tasks × ${size.steps} steps, dir ${sb.dir}`,
+      `${name}: ${size.workers} workers × ${size.concurrency}, ${size.tasks} tasks × ${size.steps} steps, ${storage.where}, dir ${sb.dir}`,
     );
 
     const acks: number[] = [];
@@ -193,10 +261,10 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
       200,
     ).catch((err: Error) => violations.push({ promise: "P1", detail: err.message }));
     for (const r of open.splice(0)) await r.close();
-    // Faults of the last stop() are done; everything below reads the file directly.
+    // Faults of the last stop() are done; everything below reads the store without the wrapper.
     await pause(0);
 
-    const store = await readStore(sb.db);
+    const store = await storage.read();
     violations.push(...checkNoLostTask(acks, store));
     violations.push(...checkDedupe(store, idByKey));
     const steps = checkSteps(
@@ -206,13 +274,14 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
       seen,
     );
     violations.push(...steps.violations);
-    const integrity = integrityCheck(sb.db);
-    if (integrity !== "ok") violations.push({ promise: "P1", detail: `integrity_check: ${integrity}` });
+    const integrity = storage.integrity();
+    if (integrity !== undefined && integrity !== "ok")
+      violations.push({ promise: "P1", detail: `integrity_check: ${integrity}` });
     for (const e of engineErrors.slice(0, 20))
       violations.push({ promise: "P7", detail: `the engine logged an error: ${e}` });
     const injected = Object.entries(counts).filter(([k]) => k !== "writes");
     return {
-      name: "ambiguous",
+      name,
       seed: c.seed,
       ms: Date.now() - t0,
       violations,
@@ -230,7 +299,7 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
         ),
         "steps committed": steps.stats.committedSteps,
         reruns: steps.stats.reruns,
-        integrity,
+        ...(integrity === undefined ? {} : { integrity }),
       },
     };
   } finally {
@@ -238,6 +307,7 @@ export async function ambiguous(c: ScenarioConfig): Promise<ScenarioResult> {
     for (const r of open) await r.close().catch(() => {});
     closeSync(effectsFd);
     await sb.cleanup(c.keep);
+    await storage.drop();
   }
 }
 

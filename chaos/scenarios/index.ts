@@ -1,6 +1,6 @@
 /** The scenarios the runner knows, by the name `--scenario` takes. Numbers refer to issue 7. */
 import type { Scenario } from "../scenario.js";
-import { ambiguous } from "./ambiguous.js";
+import { ambiguous, pgambiguous } from "./ambiguous.js";
 import { crash } from "./crash.js";
 import { pgrestart } from "./pgrestart.js";
 import { pgstorm } from "./pgstorm.js";
@@ -15,6 +15,7 @@ export const SCENARIOS: Record<string, Scenario> = {
   stall, // 3. event-loop stall
   pgrestart, // 4. PostgreSQL restart and killed connections
   ambiguous, // 5. ambiguous commits
+  pgambiguous, // 5. ambiguous commits on PostgreSQL
   crash, // 6. SQLite process-crash consistency
   poison, // 7. poison tasks
   shutdown, // 9. graceful shutdown
