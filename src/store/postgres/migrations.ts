@@ -312,6 +312,62 @@ WHEN (OLD.status = 'running' AND NEW.status <> 'running' AND OLD.seat IS NOT NUL
 EXECUTE FUNCTION {s}.ratchet_seat_release();
 `,
   },
+  {
+    version: 7,
+    sql: `
+-- A batch without dedupe keys in set form (spec §2.2, §2.5): one INSERT of every row from the arrays,
+-- one queue-count upsert and one depth check per queue, one notify. The loop of version 2 paid a
+-- function call, a count upsert of the same row and a notify check per element: 1,000-entry batches
+-- ran at ~6k tasks/s against ~40k/s for a set-based insert of the same rows (peers harness, W1).
+-- Equivalent to the loop: queue depth is checked against every entry the batch adds to the queue (a
+-- full queue rolls the whole batch back either way), ids increase in batch order (the INSERT takes the
+-- rows ORDER BY their position, and identity values are drawn in that order), and the result is
+-- returned in that order. A batch with a dedupe key keeps the loop: a key may repeat within the batch.
+CREATE OR REPLACE FUNCTION {s}.enqueue_batch(p_queue text[], p_name text[], p_version integer[], p_input text[],
+    p_priority integer[], p_max_ms bigint[], p_max_attempts integer[], p_delay bigint[], p_dedupe text[],
+    p_job text[], p_max_depth bigint[], p_shard integer, p_now bigint, p_channel text)
+  RETURNS TABLE (task_id bigint, deduped boolean, task_status text) LANGUAGE plpgsql AS $$
+DECLARE
+  v_now bigint := {s}.now_ms(p_now);
+  v_live bigint;
+  r record;
+BEGIN
+  IF EXISTS (SELECT 1 FROM unnest(p_dedupe) AS d(k) WHERE d.k IS NOT NULL) THEN
+    FOR i IN 1 .. coalesce(array_length(p_queue, 1), 0) LOOP
+      RETURN QUERY SELECT * FROM {s}.enqueue_one(p_queue[i], p_name[i], p_version[i], p_input[i], p_priority[i],
+        p_max_ms[i], p_max_attempts[i], p_delay[i], p_dedupe[i], p_job[i], p_max_depth[i], p_shard, p_now, p_channel);
+    END LOOP;
+    RETURN;
+  END IF;
+  -- Queue locks in name order, as every enqueue takes them (no deadlock between two batches).
+  FOR r IN SELECT x.q, count(*) AS n, min(x.d) AS max_depth FROM unnest(p_queue, p_max_depth) AS x(q, d)
+           GROUP BY x.q ORDER BY x.q LOOP
+    PERFORM pg_advisory_xact_lock(hashtext('ratchet-queue:{n}:' || r.q));
+    SELECT coalesce(sum(c.live), 0) INTO v_live FROM {s}.ratchet_queue_counts c WHERE c.queue = r.q;
+    IF v_live + r.n > r.max_depth THEN
+      RAISE EXCEPTION 'ratchet queue full' USING ERRCODE = 'RQ001', DETAIL = v_live::text, HINT = r.q;
+    END IF;
+    INSERT INTO {s}.ratchet_queue_counts (queue, shard, live) VALUES (r.q, p_shard, r.n)
+      ON CONFLICT (queue, shard) DO UPDATE SET live = {s}.ratchet_queue_counts.live + EXCLUDED.live;
+  END LOOP;
+  RETURN QUERY
+    WITH ins AS (
+      INSERT INTO {s}.ratchet_tasks (queue, name, version, input, status, priority, order_key, max_ms, max_attempts,
+          run_after, wake_at, job, created_at, updated_at)
+        SELECT x.q, x.nm, x.v, x.inp, CASE WHEN x.dl > 0 THEN 'waiting' ELSE 'pending' END, x.pr,
+          v_now - x.pr::bigint * 360000, x.mm, x.ma, v_now + x.dl, CASE WHEN x.dl > 0 THEN v_now + x.dl END, x.jb,
+          v_now, v_now
+        FROM unnest(p_queue, p_name, p_version, p_input, p_priority, p_max_ms, p_max_attempts, p_delay, p_job)
+          WITH ORDINALITY AS x(q, nm, v, inp, pr, mm, ma, dl, jb, ord)
+        ORDER BY x.ord
+        RETURNING id, status)
+    SELECT ins.id, false, ins.status FROM ins ORDER BY ins.id;
+  IF EXISTS (SELECT 1 FROM unnest(p_delay) AS d(ms) WHERE d.ms <= 0) THEN
+    PERFORM pg_notify(p_channel, '');
+  END IF;
+END $$;
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

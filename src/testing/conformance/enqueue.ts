@@ -19,6 +19,38 @@ import {
 } from "./kit.js";
 
 export function registerEnqueueTests(it: Define): void {
+  it("§1.4 / §2.2 a plain batch (no needs, no dedupe keys) returns one result per entry in batch order, ids increasing, across queues and delays", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const n = 300;
+    const res = await store.enqueue(
+      Array.from({ length: n }, (_, i) =>
+        newTask({
+          queue: i % 3 === 0 ? "q" : "r",
+          input: JSON.stringify({ i }),
+          priority: i % 5,
+          delayMs: i % 4 === 0 ? 1_000 : 0,
+        }),
+      ),
+      unlimited,
+    );
+    expect(res).toHaveLength(n);
+    for (let i = 1; i < n; i++) expect(res[i]!.id > res[i - 1]!.id, `id ${i} after id ${i - 1}`).toBe(true);
+    for (let i = 0; i < n; i += 37) {
+      const t = await must(store, res[i]!.id);
+      expect([t.input, t.queue, t.priority, t.status, t.runAfter]).toEqual([
+        { i },
+        i % 3 === 0 ? "q" : "r",
+        i % 5,
+        i % 4 === 0 ? "waiting" : "pending",
+        clock.now() + (i % 4 === 0 ? 1_000 : 0),
+      ]);
+      expect(res[i]).toEqual({ id: t.id, deduped: false, status: t.status });
+    }
+  });
+
   it("§1.4 / §1.5 / §2.8 enqueue returns increasing integer ids and writes pending or waiting records", async ({
     clock,
     store,
