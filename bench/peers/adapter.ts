@@ -16,6 +16,19 @@ export interface Payload {
   enqueuedAt: number;
 }
 
+/** Where a worker in another process finds the store of this run (JSON: a file, a schema, a queue name). */
+export type StoreRef = Record<string, string>;
+
+export interface WorkerOptions {
+  concurrency: number;
+  onJob: (p: Payload) => void;
+}
+
+export interface RunningWorker {
+  /** Stops the worker and closes what it opened. */
+  stop(): Promise<void>;
+}
+
 export interface Adapter {
   name: string;
   backend: "sqlite" | "postgres" | "redis";
@@ -24,6 +37,8 @@ export interface Adapter {
   notes: string;
   /** A fresh database/schema/file/redis keyspace for this run. */
   setup(): Promise<void>;
+  /** The store `setup()` made, for `startWorker` in a worker process (peers/worker-proc.ts). */
+  ref(): StoreRef;
   enqueueOne(payload: Payload): Promise<void>;
   enqueueBatch(payloads: Payload[]): Promise<void>;
   /**
@@ -31,11 +46,30 @@ export interface Adapter {
    * Absent for an engine without one; the driver then skips W5 for it and says so.
    */
   enqueueDelayed?(payloads: Payload[], delayMs: number): Promise<void>;
-  /** In-process for now: the worker shares the driver's event loop. */
-  startWorker(opts: { concurrency: number; onJob: (p: Payload) => void }): Promise<{ stop(): Promise<void> }>;
+  /**
+   * W5 blocked: `payloads` jobs that wait on one unfinished job (due in a day) which they depend on.
+   * Only for an engine with dependencies between jobs; the driver skips the figure otherwise.
+   */
+  enqueueBlocked?(payloads: Payload[]): Promise<void>;
+  /**
+   * A worker in the driver's own process sharing the driver's connection, where that matters for
+   * latency (Ratchet: an enqueue wakes a worker of the same instance without a poll). Absent: the
+   * driver calls the module's `startWorker` in its own process instead.
+   */
+  startLocalWorker?(opts: WorkerOptions): Promise<RunningWorker>;
   /** Jobs not yet completed (queued, running, or failed). */
   remaining(): Promise<number>;
   teardown(): Promise<void>;
+}
+
+/**
+ * What each queue engine's module exports: the driver side (`adapter`) and a worker that opens its
+ * own connection to the store named by `ref`, in whichever process calls it (peers/worker-proc.ts
+ * runs it in a child process).
+ */
+export interface QueueEngine {
+  adapter(t: Targets): Promise<Adapter>;
+  startWorker(t: Targets, ref: StoreRef, opts: WorkerOptions): Promise<RunningWorker>;
 }
 
 /**

@@ -12,9 +12,18 @@
  * as BullMQ requires for workers. Each run uses a unique queue name and obliterates it at
  * teardown.
  */
-import { type Adapter, loadPeer, type Payload, rand, type Targets } from "./adapter.js";
+import {
+  type Adapter,
+  loadPeer,
+  type Payload,
+  type QueueEngine,
+  rand,
+  type StoreRef,
+  type Targets,
+  type WorkerOptions,
+} from "./adapter.js";
 
-export async function bullmq(t: Targets): Promise<Adapter> {
+async function adapter(t: Targets): Promise<Adapter> {
   const bq = await loadPeer("bullmq");
   const ioredis = await loadPeer("ioredis");
   const Redis = ioredis.default ?? ioredis.Redis;
@@ -46,24 +55,7 @@ export async function bullmq(t: Targets): Promise<Adapter> {
     async enqueueDelayed(ps: Payload[], delayMs: number) {
       await queue.addBulk(ps.map((p) => ({ name: "noop", data: p, opts: { ...jobOpts, delay: delayMs } })));
     },
-    async startWorker({ concurrency, onJob }) {
-      const wconn = conn();
-      const worker = new bq.Worker(
-        name,
-        async (job: { data: Payload }) => {
-          onJob(job.data);
-        },
-        { connection: wconn, concurrency },
-      );
-      worker.on("error", (e: unknown) => process.stderr.write(`bullmq worker error: ${String(e)}\n`));
-      await worker.waitUntilReady();
-      return {
-        async stop() {
-          await worker.close();
-          await wconn.quit().catch(() => {});
-        },
-      };
-    },
+    ref: () => ({ name }),
     async remaining() {
       const counts = await queue.getJobCounts(
         "waiting",
@@ -87,3 +79,27 @@ export async function bullmq(t: Targets): Promise<Adapter> {
     },
   };
 }
+
+async function startWorker(t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) {
+  const bq = await loadPeer("bullmq");
+  const ioredis = await loadPeer("ioredis");
+  const Redis = ioredis.default ?? ioredis.Redis;
+  const wconn = new Redis(t.redisUrl, { maxRetriesPerRequest: null });
+  const worker = new bq.Worker(
+    ref.name,
+    async (job: { data: Payload }) => {
+      onJob(job.data);
+    },
+    { connection: wconn, concurrency },
+  );
+  worker.on("error", (e: unknown) => process.stderr.write(`bullmq worker error: ${String(e)}\n`));
+  await worker.waitUntilReady();
+  return {
+    async stop() {
+      await worker.close();
+      await wconn.quit().catch(() => {});
+    },
+  };
+}
+
+export const bullmq: QueueEngine = { adapter, startWorker };

@@ -6,21 +6,28 @@
  *   cd bench && node --import tsx peers/compare.ts --quick    # 2,000-job smoke run
  *   cd bench && node --import tsx peers/compare.ts            # 20,000 jobs, 3 runs
  *
- * Workloads (no-op handlers; the payload carries a sequence number and the enqueue time):
+ * Workloads (no-op handlers; the payload carries a sequence number and the enqueue time). Workers
+ * run in worker processes (worker-proc.ts, forked per measurement, each with its own connection);
+ * the driver (this process) enqueues, counts what remains, and checks what the workers report.
  *   W1 enqueue N: one at a time (awaited), and in batches of 1,000 (100 with --quick).
- *   W2 drain N queued (enqueued untimed in batches): the clock runs from starting the worker (in
- *      this process) until every job has run and the engine reports none remaining; concurrency
- *      1 and 16. Every drain checks that each sequence number ran exactly once and nothing is left.
- *   W3 latency: an idle worker (concurrency 16, in this process); single enqueues at 200/s for 10 s
- *      (--quick: 2 s), fired on schedule without waiting for the previous one; each job records
- *      Date.now() − payload.enqueuedAt; p50/p95/p99 in ms.
- *   W4 durable steps: T tasks (workflows) × 10 checkpointed steps, 16 in flight; steps/s; each
- *      step body must run exactly once.
- *   W5 depth: 2,000 due jobs drained at concurrency 16 while 200,000 (--quick: 20,000) wait for a
- *      time an hour ahead (each engine's delay / run-at option), against the same 2,000 with nothing
- *      waiting; the ratio is taken within each run. The future jobs must not run.
- *   W6 memory: peak RSS of this process (it runs the worker) during W2 c16 and W5, sampled every
- *      50 ms by a timer and, at most every 50 ms, from the job handler (plainjob's loop starves timers).
+ *   W2 drain N queued (enqueued untimed in batches): the clock runs from starting the loaded
+ *      worker processes until every job has run and the engine reports none remaining;
+ *      concurrency 1 and 16, one and two worker processes. Every drain checks that each sequence
+ *      number ran exactly once and nothing is left.
+ *   W3 latency: an idle worker (concurrency 16) in another process, and (w3local) in this one;
+ *      single enqueues at 200/s for 10 s (--quick: 2 s), fired on schedule without waiting for the
+ *      previous one; each job records its start − payload.enqueuedAt (sub-ms wall clock);
+ *      p50/p95/p99 in ms.
+ *   W4 durable steps: T tasks (workflows) × 10 checkpointed steps, 16 in flight, in this process
+ *      (DBOS runs workflows in the process that calls them); steps/s; each step body must run
+ *      exactly once.
+ *   W5 depth: 2,000 due jobs drained at concurrency 16 by one worker process while 200,000
+ *      (--quick: 20,000) wait for a time an hour ahead (each engine's delay / run-at option), while
+ *      1,000,000 (--quick: 100,000; first run only unless --all-runs) do, and while 200,000 wait on
+ *      an unfinished dependency (engines with dependencies); each against the same 2,000 with
+ *      nothing waiting, the ratio taken within each run. The waiting jobs must not run.
+ *   W6 memory: peak RSS of the worker process during W2 c16 and W5, sampled every 50 ms by a timer
+ *      and from the job handler (plainjob's loop starves timers).
  * Each figure runs --runs times (default 3) on a fresh database/schema/file/keyspace; the tables
  * show medians, and the JSON (bench/peers/results/) every sample. Runs are interleaved (run 1 of
  * every engine, then run 2, ...) so that drift on a noisy machine hits every engine alike.
@@ -37,9 +44,12 @@ import {
   loadPeer,
   type Payload,
   pgClient,
+  type QueueEngine,
   type StepsAdapter,
   type Targets,
 } from "./adapter.js";
+import { type Needs, QUEUE_ENGINES, STEPS_ENGINES } from "./engines.js";
+import { type GroupResult, WorkerGroup } from "./procs.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -51,6 +61,7 @@ const { values: args } = parseArgs({
     "pg-url": { type: "string" },
     "redis-url": { type: "string" },
     dir: { type: "string" },
+    "all-runs": { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -63,8 +74,10 @@ if (args.help) {
       "  --quick      2,000 jobs (batches of 100), 100 × 10 steps; a smoke run\n" +
       "  --runs N     measurements per figure (default 3)\n" +
       "  --only/--skip  engines to run / leave out\n" +
-      "  --figures    w1-single,w1-batch,w2-c1,w2-c16,w3,w4-steps,w5,w6 (a prefix selects a group: w1, w2;\n" +
-      "               case-insensitive; w6 runs w2-c16 and w5, whose RSS it reports)\n" +
+      "  --figures    w1-single,w1-batch,w2-c1,w2-c16,w2-2p-c1,w2-2p-c16,w3,w3local,w4-steps,w5,w5m,w5b,w6\n" +
+      "               (a prefix selects a group: w1, w2; case-insensitive; w6 runs w2-c16, w5 and w5m,\n" +
+      "               whose RSS it reports)\n" +
+      "  --all-runs   W5 with 1,000,000 waiting in every run (default: the first run only)\n" +
       "  --pg-url     default: env RATCHET_PG_URL, else postgres://postgres@127.0.0.1:5432/test\n" +
       "  --redis-url  default: env REDIS_URL, else redis://127.0.0.1:6379\n" +
       "  --dir        where the temporary SQLite files go (default: the OS temp dir)\n" +
@@ -90,6 +103,7 @@ const SIZE = {
   w3Seconds: QUICK ? 2 : 10,
   w5Due: 2_000,
   w5Waiting: QUICK ? 20_000 : 200_000,
+  w5Million: QUICK ? 100_000 : 1_000_000,
   w5DelayMs: 3_600_000,
   concurrency: 16,
   batch: QUICK ? 100 : 1_000,
@@ -100,46 +114,6 @@ const SIZE = {
 const FIGURE_TIMEOUT_MS = 300_000;
 
 // ------------------------------------------------------------------ engines
-
-interface Entry<A> {
-  key: string;
-  make: () => Promise<A> | A;
-  needs: "sqlite" | "postgres" | "redis";
-}
-
-const queueEngines: Entry<Adapter>[] = [
-  {
-    key: "ratchet-sqlite",
-    needs: "sqlite",
-    make: async () => (await import("./ratchet.js")).ratchet("sqlite", targets),
-  },
-  { key: "plainjob", needs: "sqlite", make: async () => (await import("./plainjob.js")).plainjob(targets) },
-  {
-    key: "ratchet-pg",
-    needs: "postgres",
-    make: async () => (await import("./ratchet.js")).ratchet("postgres", targets),
-  },
-  {
-    key: "graphile-worker",
-    needs: "postgres",
-    make: async () => (await import("./graphile-worker.js")).graphileWorker(targets),
-  },
-  { key: "pg-boss", needs: "postgres", make: async () => (await import("./pg-boss.js")).pgBoss(targets) },
-  { key: "bullmq", needs: "redis", make: async () => (await import("./bullmq.js")).bullmq(targets) },
-];
-const stepsEngines: Entry<StepsAdapter>[] = [
-  {
-    key: "ratchet-sqlite",
-    needs: "sqlite",
-    make: async () => (await import("./ratchet.js")).ratchetSteps("sqlite", targets),
-  },
-  {
-    key: "ratchet-pg",
-    needs: "postgres",
-    make: async () => (await import("./ratchet.js")).ratchetSteps("postgres", targets),
-  },
-  { key: "dbos", needs: "postgres", make: async () => (await import("./dbos.js")).dbosSteps(targets) },
-];
 
 const only = args.only?.split(",").map((s) => s.trim());
 const skip = args.skip?.split(",").map((s) => s.trim()) ?? [];
@@ -180,12 +154,17 @@ async function until(cond: () => Promise<boolean>, what: string, ms = FIGURE_TIM
   }
 }
 
-const payload = (seq: number): Payload => ({ seq, enqueuedAt: Date.now() });
+/**
+ * The enqueue time is wall-clock ms with sub-millisecond precision (the process's time origin plus
+ * its monotonic clock), comparable across processes on one machine: W3's 0.5 ms target needs finer
+ * than Date.now().
+ */
+const payload = (seq: number): Payload => ({ seq, enqueuedAt: performance.timeOrigin + performance.now() });
 
-async function enqueueAll(a: Adapter, n: number, batch: number): Promise<void> {
+async function enqueueAll(a: Adapter, n: number, batch: number, first = 0): Promise<void> {
   for (let i = 0; i < n; i += batch) {
     const size = Math.min(batch, n - i);
-    await a.enqueueBatch(Array.from({ length: size }, (_, k) => payload(i + k)));
+    await a.enqueueBatch(Array.from({ length: size }, (_, k) => payload(first + i + k)));
   }
 }
 
@@ -200,6 +179,14 @@ interface Figure {
   lowerIsBetter?: boolean;
 }
 
+/** W2 drains: concurrency × worker processes. */
+const W2_SHAPES = [
+  { id: "w2-c1", concurrency: 1, procs: 1 },
+  { id: "w2-c16", concurrency: 16, procs: 1 },
+  { id: "w2-2p-c1", concurrency: 1, procs: 2 },
+  { id: "w2-2p-c16", concurrency: 16, procs: 2 },
+] as const;
+
 const QUEUE_FIGURES: Figure[] = [
   {
     id: "w1-single",
@@ -213,18 +200,12 @@ const QUEUE_FIGURES: Figure[] = [
     unit: "jobs/s",
     detail: `${SIZE.jobs} jobs, ${SIZE.batch} per batch call`,
   },
-  {
-    id: "w2-c1",
-    label: `W2 drain ${fmtInt.format(SIZE.jobs)}, concurrency 1`,
+  ...W2_SHAPES.map((w) => ({
+    id: w.id,
+    label: `W2 drain ${fmtInt.format(SIZE.jobs)}, ${w.procs === 1 ? "1 process" : `${w.procs} processes`} × c${w.concurrency}`,
     unit: "jobs/s",
-    detail: `${SIZE.jobs} queued no-op jobs drained by a worker in this process at concurrency 1`,
-  },
-  {
-    id: "w2-c16",
-    label: `W2 drain ${fmtInt.format(SIZE.jobs)}, concurrency 16`,
-    unit: "jobs/s",
-    detail: `${SIZE.jobs} queued no-op jobs drained by a worker in this process at concurrency 16`,
-  },
+    detail: `${SIZE.jobs} queued no-op jobs drained by ${w.procs} worker process(es) at concurrency ${w.concurrency} each`,
+  })),
 ];
 const STEPS_FIGURE: Figure = {
   id: "w4-steps",
@@ -232,65 +213,87 @@ const STEPS_FIGURE: Figure = {
   unit: "steps/s",
   detail: `${SIZE.stepTasks} tasks/workflows of ${SIZE.steps} checkpointed steps, ${SIZE.inFlight} in flight; steps / wall time`,
 };
-const W3_FIGURES: Figure[] = (["p50", "p95", "p99"] as const).map((p) => ({
-  id: `w3-${p}`,
-  label: `W3 ${p} (ms)`,
-  unit: "ms",
-  detail: `enqueue-to-start, ${SIZE.w3Rate}/s single enqueues for ${SIZE.w3Seconds} s to an idle worker (concurrency ${SIZE.concurrency}) in this process; Date.now() resolution (1 ms)`,
-  lowerIsBetter: true,
-}));
-const waitingLabel = fmtInt.format(SIZE.w5Waiting);
-const W5_FIGURES: Figure[] = [
+const w3Figures = (id: "w3" | "w3local", where: string): Figure[] =>
+  (["p50", "p95", "p99"] as const).map((p) => ({
+    id: `${id}-${p}`,
+    label: `W3 ${where} ${p} (ms)`,
+    unit: "ms",
+    detail: `enqueue-to-start, ${SIZE.w3Rate}/s single enqueues for ${SIZE.w3Seconds} s to an idle worker (concurrency ${SIZE.concurrency}) ${where === "remote" ? "in another process" : "in the enqueuer's process"}`,
+    lowerIsBetter: true,
+  }));
+const W3_FIGURES = w3Figures("w3", "remote");
+const W3_LOCAL_FIGURES = w3Figures("w3local", "same process");
+
+/** W5 variants: what waits beside the due jobs. */
+const W5_VARIANTS = [
+  { id: "w5", waiting: SIZE.w5Waiting, kind: "future" },
+  { id: "w5m", waiting: SIZE.w5Million, kind: "future" },
+  { id: "w5b", waiting: SIZE.w5Waiting, kind: "blocked" },
+] as const;
+type W5Variant = (typeof W5_VARIANTS)[number];
+const w5Label = (v: W5Variant) => `${fmtInt.format(v.waiting)} ${v.kind === "future" ? "future" : "blocked"}`;
+const w5Figures = (v: W5Variant): Figure[] => [
   {
-    id: "w5-base",
+    id: `${v.id}-base`,
     label: `W5 ${fmtInt.format(SIZE.w5Due)} due, none waiting (jobs/s)`,
     unit: "jobs/s",
-    detail: `${SIZE.w5Due} due jobs drained at concurrency ${SIZE.concurrency}; clock from worker start to the last handler call`,
+    detail: `${SIZE.w5Due} due jobs drained at concurrency ${SIZE.concurrency} by one worker process; clock from worker start to the last handler call`,
   },
   {
-    id: "w5-depth",
-    label: `W5 ${fmtInt.format(SIZE.w5Due)} due, ${waitingLabel} waiting (jobs/s)`,
+    id: `${v.id}-depth`,
+    label: `W5 ${fmtInt.format(SIZE.w5Due)} due, ${w5Label(v)} (jobs/s)`,
     unit: "jobs/s",
-    detail: `the same, with ${SIZE.w5Waiting} jobs enqueued first for an hour ahead (delay / run-at)`,
+    detail:
+      v.kind === "future"
+        ? `the same, with ${v.waiting} jobs enqueued first for an hour ahead (delay / run-at)`
+        : `the same, with ${v.waiting} jobs enqueued first that depend on one job due in a day`,
   },
   {
-    id: "w5-ratio",
-    label: `W5 ${waitingLabel} waiting / none`,
+    id: `${v.id}-ratio`,
+    label: `W5 ${w5Label(v)} / none`,
     unit: "×",
-    detail: "w5-depth / w5-base, taken within each run; 1.00 means the waiting jobs cost nothing",
+    detail: "depth / base, taken within each run; 1.00 means the waiting jobs cost nothing",
   },
 ];
+const W5_FIGURES = W5_VARIANTS.flatMap(w5Figures);
 const W6_FIGURES: Figure[] = [
   {
     id: "w6-w2c16-start",
-    label: "W6 RSS at worker start, W2 c16 (MB)",
+    label: "W6 worker RSS at start, W2 c16 (MB)",
     unit: "MB",
-    detail: "process RSS just before the worker starts (what the process held already)",
+    detail: "RSS of the worker process just before its worker starts (engine loaded, nothing claimed)",
     lowerIsBetter: true,
   },
   {
     id: "w6-w2c16",
-    label: "W6 peak RSS, W2 c16 (MB)",
+    label: "W6 worker peak RSS, W2 c16 (MB)",
     unit: "MB",
-    detail: `peak RSS of this process (driver + worker) while draining ${SIZE.jobs} at concurrency 16`,
-    lowerIsBetter: true,
-  },
-  {
-    id: "w6-w5-start",
-    label: "W6 RSS at worker start, W5 (MB)",
-    unit: "MB",
-    detail: "process RSS just before the W5 worker starts",
+    detail: `peak RSS of the worker process while draining ${SIZE.jobs} at concurrency 16`,
     lowerIsBetter: true,
   },
   {
     id: "w6-w5",
-    label: "W6 peak RSS, W5 (MB)",
+    label: `W6 worker peak RSS, W5 ${fmtInt.format(SIZE.w5Waiting)} future (MB)`,
     unit: "MB",
-    detail: `peak RSS of this process while draining the W5 due jobs with ${SIZE.w5Waiting} waiting`,
+    detail: `peak RSS of the worker process while draining the W5 due jobs with ${SIZE.w5Waiting} waiting`,
+    lowerIsBetter: true,
+  },
+  {
+    id: "w6-w5m",
+    label: `W6 worker peak RSS, W5 ${fmtInt.format(SIZE.w5Million)} future (MB)`,
+    unit: "MB",
+    detail: `the same with ${SIZE.w5Million} waiting`,
     lowerIsBetter: true,
   },
 ];
-const ALL_FIGURES: Figure[] = [...QUEUE_FIGURES, STEPS_FIGURE, ...W3_FIGURES, ...W5_FIGURES, ...W6_FIGURES];
+const ALL_FIGURES: Figure[] = [
+  ...QUEUE_FIGURES,
+  STEPS_FIGURE,
+  ...W3_FIGURES,
+  ...W3_LOCAL_FIGURES,
+  ...W5_FIGURES,
+  ...W6_FIGURES,
+];
 const figure = (id: string): Figure => ALL_FIGURES.find((f) => f.id === id)!;
 
 /** One measurement on a fresh store gives one or more figures. */
@@ -298,6 +301,8 @@ interface Measurement {
   id: string;
   figures: Figure[];
   label: string;
+  /** Measured in the first run only (W5 with 1,000,000 waiting: minutes of enqueueing per engine). */
+  firstRunOnly?: boolean;
 }
 const MEASUREMENTS: Measurement[] = [
   ...QUEUE_FIGURES.map((f) => ({
@@ -305,124 +310,81 @@ const MEASUREMENTS: Measurement[] = [
     label: f.label,
     figures: f.id === "w2-c16" ? [f, figure("w6-w2c16-start"), figure("w6-w2c16")] : [f],
   })),
-  { id: "w3", label: "W3 latency", figures: W3_FIGURES },
-  {
-    id: "w5",
-    label: `W5 depth (${waitingLabel} waiting)`,
-    figures: [...W5_FIGURES, figure("w6-w5-start"), figure("w6-w5")],
-  },
+  { id: "w3", label: "W3 latency, worker in another process", figures: W3_FIGURES },
+  { id: "w3local", label: "W3 latency, worker in the enqueuer's process", figures: W3_LOCAL_FIGURES },
+  ...W5_VARIANTS.map((v) => ({
+    id: v.id,
+    label: `W5 depth (${w5Label(v)})`,
+    figures: [...w5Figures(v), ...(v.kind === "future" ? [figure(`w6-${v.id}`)] : [])],
+    firstRunOnly: v.id === "w5m" && !args["all-runs"],
+  })),
 ];
 const measurementWanted = (m: Measurement) =>
   !figureList ||
   figureList.some((t) => tokenMatches(t, m.id) || m.figures.some((f) => tokenMatches(t, f.id)));
 
 /**
- * W6: RSS of this process, sampled every 50 ms by a timer and, at most every 50 ms, from the job
- * handler (`poke`): plainjob's worker loop does not yield to timers while jobs remain.
+ * Spawns `procs` worker processes for `key` on the adapter's store and waits until sequence numbers
+ * 0..n-1 have each reached a handler; any other sequence number (a W5 job that is not due) or a
+ * second arrival is an error. The clock runs from the start message to the loaded workers (process
+ * boot and module loading are not timed; each worker's connection and start-up are). With
+ * `timedUntilLeft`, it also waits for remaining() to reach `left` (W2: the completions are part of the
+ * drain); without, it stops at the last handler call and remaining() is checked afterwards, untimed
+ * (W5: counting 1,000,000 waiting rows every 5 ms would be measuring the count).
  */
-function rssMeter() {
-  const start = process.memoryUsage.rss();
-  let peak = start;
-  let last = performance.now();
-  const sample = () => {
-    const v = process.memoryUsage.rss();
-    if (v > peak) peak = v;
-  };
-  const timer = setInterval(sample, 50);
-  return {
-    poke() {
-      const now = performance.now();
-      if (now - last >= 50) {
-        last = now;
-        sample();
-      }
-    },
-    stop() {
-      clearInterval(timer);
-      sample();
-      return { startMB: start / 2 ** 20, peakMB: peak / 2 ** 20 };
-    },
-  };
+async function drain(
+  key: string,
+  a: Adapter,
+  n: number,
+  opts: { concurrency: number; procs: number; left: number; timedUntilLeft: boolean },
+): Promise<{ ms: number; startMB: number; peakMB: number }> {
+  const g = await WorkerGroup.spawn(key, targets, a.ref(), opts.procs);
+  let ms: number;
+  let res: GroupResult;
+  try {
+    const t0 = performance.now();
+    await g.start(opts.concurrency, n, false);
+    await g.waitDistinct(n, FIGURE_TIMEOUT_MS);
+    if (opts.timedUntilLeft)
+      await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
+    ms = performance.now() - t0;
+    if (!opts.timedUntilLeft)
+      await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
+    res = await g.stop();
+  } finally {
+    g.kill();
+  }
+  checkSeen(res.seen, res.early);
+  const rest = await a.remaining();
+  if (rest !== opts.left) throw new Error(`${rest} jobs remain after the drain (expected ${opts.left})`);
+  return { ms, startMB: res.rssStartMB, peakMB: res.rssPeakMB };
+}
+
+function checkSeen(seen: Uint16Array, early: number): void {
+  let missing = 0;
+  let dupes = 0;
+  for (const c of seen) {
+    if (c === 0) missing++;
+    else if (c > 1) dupes++;
+  }
+  if (dupes > 0) throw new Error(`${dupes} jobs ran more than once`);
+  if (missing > 0) throw new Error(`${missing} jobs never ran`);
+  if (early > 0) throw new Error(`${early} jobs ran that were not due`);
 }
 
 /**
- * Starts a worker and waits until sequence numbers 0..n-1 have each reached the handler; any other
- * sequence number (a W5 job that is not due) or a second arrival is an error. With `untilLeft`, the
- * clock also waits for remaining() to reach it (W2: the completions are part of the drain); without,
- * it stops at the last handler call and remaining() is checked afterwards, untimed (W5: counting
- * 200,000 waiting rows every 5 ms would be measuring the count).
+ * Single enqueues at `w3Rate`/s, open loop (job i is fired at t0 + i / rate whether or not earlier
+ * enqueues returned), to an idle worker: in worker processes (`w3`) or in this process (`w3local`,
+ * the engine's own same-process worker when it has one, else its worker on a second connection).
  */
-async function drain(
-  a: Adapter,
-  n: number,
-  concurrency: number,
-  left: number,
-  timedUntilLeft: boolean,
-): Promise<{ ms: number; startMB: number; peakMB: number }> {
-  const seen = new Uint16Array(n);
-  let distinct = 0;
-  let dupes = 0;
-  let early = 0;
-  let allSeen!: () => void;
-  const seenAll = new Promise<void>((res) => {
-    allSeen = res;
-  });
-  const meter = rssMeter();
-  const onJob = (p: Payload) => {
-    meter.poke();
-    const s = p.seq;
-    if (s >= n) early++;
-    else if (seen[s]!++ === 0) {
-      if (++distinct === n) allSeen();
-    } else dupes++;
-  };
-  const t0 = performance.now();
-  let ms: number;
-  let mem: { startMB: number; peakMB: number };
-  const w = await a.startWorker({ concurrency, onJob });
-  try {
-    try {
-      await withTimeout(seenAll, FIGURE_TIMEOUT_MS, `drain (${distinct} of ${n} seen)`);
-      if (timedUntilLeft)
-        await until(async () => (await a.remaining()) === left, `remaining() reaching ${left}`);
-      ms = performance.now() - t0;
-      if (!timedUntilLeft)
-        await until(async () => (await a.remaining()) === left, `remaining() reaching ${left}`);
-    } finally {
-      mem = meter.stop();
-    }
-  } finally {
-    await w.stop();
-  }
-  if (dupes > 0) throw new Error(`${dupes} jobs ran more than once`);
-  if (early > 0) throw new Error(`${early} jobs ran before they were due`);
-  const rest = await a.remaining();
-  if (rest !== left) throw new Error(`${rest} jobs remain after the drain (expected ${left})`);
-  return { ms, ...mem };
-}
-
-async function measureW3(a: Adapter): Promise<Record<string, number>> {
+async function measureW3(key: string, engine: QueueEngine, a: Adapter, local: boolean) {
   const n = SIZE.w3Rate * SIZE.w3Seconds;
+  const prefix = local ? "w3local" : "w3";
   await a.setup();
   try {
-    const lat: number[] = [];
-    const seen = new Uint16Array(n);
-    let distinct = 0;
-    let dupes = 0;
-    let allSeen!: () => void;
-    const seenAll = new Promise<void>((res) => {
-      allSeen = res;
-    });
-    const onJob = (p: Payload) => {
-      lat.push(Date.now() - p.enqueuedAt);
-      if (seen[p.seq]!++ === 0) {
-        if (++distinct === n) allSeen();
-      } else dupes++;
-    };
-    const w = await a.startWorker({ concurrency: SIZE.concurrency, onJob });
-    try {
+    let lat: number[];
+    const fire = async () => {
       await sleep(250); // let the worker go idle
-      // Open loop: job i is fired at t0 + i / rate whether or not the previous enqueue returned.
       const pending: Promise<void>[] = [];
       const t0 = performance.now();
       for (let i = 0; i < n; i++) {
@@ -431,37 +393,70 @@ async function measureW3(a: Adapter): Promise<Record<string, number>> {
         pending.push(a.enqueueOne(payload(i)));
       }
       await Promise.all(pending);
-      await withTimeout(seenAll, FIGURE_TIMEOUT_MS, `W3 (${distinct} of ${n} seen)`);
-      await until(async () => (await a.remaining()) === 0, "remaining() reaching 0");
-    } finally {
-      await w.stop();
+    };
+    if (local) {
+      const seen = new Uint16Array(n);
+      let distinct = 0;
+      let early = 0;
+      lat = [];
+      const onJob = (p: Payload) => {
+        lat.push(performance.timeOrigin + performance.now() - p.enqueuedAt);
+        if (p.seq < 0 || p.seq >= n) early++;
+        else if (seen[p.seq]!++ === 0) distinct++;
+      };
+      const opts = { concurrency: SIZE.concurrency, onJob };
+      const w = a.startLocalWorker
+        ? await a.startLocalWorker(opts)
+        : await engine.startWorker(targets, a.ref(), opts);
+      try {
+        await fire();
+        await until(async () => distinct === n, `W3 (${distinct} of ${n} seen)`);
+        await until(async () => (await a.remaining()) === 0, "remaining() reaching 0");
+      } finally {
+        await w.stop();
+      }
+      checkSeen(seen, early);
+    } else {
+      const g = await WorkerGroup.spawn(key, targets, a.ref(), 1);
+      try {
+        await g.start(SIZE.concurrency, n, true);
+        await fire();
+        await g.waitDistinct(n, FIGURE_TIMEOUT_MS);
+        await until(async () => (await a.remaining()) === 0, "remaining() reaching 0");
+        const res = await g.stop();
+        checkSeen(res.seen, res.early);
+        lat = res.latencies;
+      } finally {
+        g.kill();
+      }
     }
-    if (dupes > 0) throw new Error(`${dupes} jobs ran more than once`);
     const left = await a.remaining();
     if (left !== 0) throw new Error(`${left} jobs remain after W3`);
     lat.sort((x, y) => x - y);
     return {
-      "w3-p50": percentile(lat, 50),
-      "w3-p95": percentile(lat, 95),
-      "w3-p99": percentile(lat, 99),
+      [`${prefix}-p50`]: percentile(lat, 50),
+      [`${prefix}-p95`]: percentile(lat, 95),
+      [`${prefix}-p99`]: percentile(lat, 99),
     };
   } finally {
     await a.teardown();
   }
 }
 
-async function measureW5(a: Adapter): Promise<Record<string, number>> {
-  const enqueueDelayed = a.enqueueDelayed?.bind(a);
-  if (!enqueueDelayed) throw new Error("no delay / run-at option");
+async function measureW5(key: string, a: Adapter, v: W5Variant): Promise<Record<string, number>> {
   const due = SIZE.w5Due;
-  const waiting = SIZE.w5Waiting;
+  const waiting = v.waiting;
+  const add = v.kind === "future" ? a.enqueueDelayed?.bind(a) : a.enqueueBlocked?.bind(a);
+  if (!add) throw new Error("unreachable: the driver skips W5 variants without the option");
+  const drainDue = (left: number) =>
+    drain(key, a, due, { concurrency: SIZE.concurrency, procs: 1, left, timedUntilLeft: false });
   let base: number;
   await a.setup();
   try {
     await enqueueAll(a, due, 1_000);
     const q = await a.remaining();
     if (q !== due) throw new Error(`after enqueueing ${due}, remaining() says ${q}`);
-    base = (due / (await drain(a, due, SIZE.concurrency, 0, false)).ms) * 1000;
+    base = (due / (await drainDue(0)).ms) * 1000;
   } finally {
     await a.teardown();
   }
@@ -470,31 +465,37 @@ async function measureW5(a: Adapter): Promise<Record<string, number>> {
     // The waiting jobs first, so that the due ones are the newest rows.
     for (let i = 0; i < waiting; i += 1_000) {
       const size = Math.min(1_000, waiting - i);
-      await enqueueDelayed(
-        Array.from({ length: size }, (_, k) => payload(due + i + k)),
-        SIZE.w5DelayMs,
-      );
+      const batch = Array.from({ length: size }, (_, k) => payload(due + i + k));
+      if (v.kind === "future") await a.enqueueDelayed!(batch, SIZE.w5DelayMs);
+      else await a.enqueueBlocked!(batch);
     }
+    // A blocked batch also made its one blocker (a job due in a day).
+    const left = waiting + (v.kind === "blocked" ? 1 : 0);
     await enqueueAll(a, due, 1_000);
     const q = await a.remaining();
-    if (q !== due + waiting) throw new Error(`after enqueueing ${due + waiting}, remaining() says ${q}`);
-    const d = await drain(a, due, SIZE.concurrency, waiting, false);
+    if (q !== due + left) throw new Error(`after enqueueing ${due + left}, remaining() says ${q}`);
+    const d = await drainDue(left);
     const depth = (due / d.ms) * 1000;
     return {
-      "w5-base": base,
-      "w5-depth": depth,
-      "w5-ratio": depth / base,
-      "w6-w5-start": d.startMB,
-      "w6-w5": d.peakMB,
+      [`${v.id}-base`]: base,
+      [`${v.id}-depth`]: depth,
+      [`${v.id}-ratio`]: depth / base,
+      [`w6-${v.id}`]: d.peakMB,
     };
   } finally {
     await a.teardown();
   }
 }
 
-async function measureQueue(a: Adapter, m: Measurement): Promise<Record<string, number>> {
-  if (m.id === "w3") return measureW3(a);
-  if (m.id === "w5") return measureW5(a);
+async function measureQueue(
+  key: string,
+  engine: QueueEngine,
+  a: Adapter,
+  m: Measurement,
+): Promise<Record<string, number>> {
+  if (m.id === "w3" || m.id === "w3local") return measureW3(key, engine, a, m.id === "w3local");
+  const v = W5_VARIANTS.find((x) => x.id === m.id);
+  if (v) return measureW5(key, a, v);
   const N = SIZE.jobs;
   await a.setup();
   try {
@@ -507,11 +508,11 @@ async function measureQueue(a: Adapter, m: Measurement): Promise<Record<string, 
       if (left !== N) throw new Error(`after enqueueing ${N}, remaining() says ${left}`);
       return { [m.id]: (N / ms) * 1000 };
     }
-    const concurrency = m.id === "w2-c1" ? 1 : 16;
+    const shape = W2_SHAPES.find((w) => w.id === m.id)!;
     await enqueueAll(a, N, 1_000);
     const queued = await a.remaining();
     if (queued !== N) throw new Error(`after enqueueing ${N}, remaining() says ${queued}`);
-    const d = await drain(a, N, concurrency, 0, true);
+    const d = await drain(key, a, N, { ...shape, left: 0, timedUntilLeft: true });
     const out: Record<string, number> = { [m.id]: (N / d.ms) * 1000 };
     if (m.id === "w2-c16") {
       out["w6-w2c16-start"] = d.startMB;
@@ -540,13 +541,7 @@ async function measureSteps(a: StepsAdapter): Promise<number> {
       FIGURE_TIMEOUT_MS,
       "W4",
     );
-    let missing = 0;
-    let dupes = 0;
-    for (const c of ran) {
-      if (c === 0) missing++;
-      else if (c > 1) dupes++;
-    }
-    if (missing || dupes) throw new Error(`W4: ${missing} steps never ran, ${dupes} ran more than once`);
+    checkSeen(ran, 0);
     return ((tasks * steps) / ms) * 1000;
   } finally {
     await a.teardown();
@@ -674,27 +669,31 @@ async function main(): Promise<void> {
   );
 
   const failures: { engine: string; reason: string }[] = [];
-  const ready = async <A extends { name: string; notes: string; backend: string; durable: boolean }>(
-    list: Entry<A>[],
+  const ready = async <A>(
+    list: Record<string, { needs: Needs }>,
+    make: (key: string) => Promise<A>,
   ): Promise<{ key: string; a: A }[]> => {
     const out: { key: string; a: A }[] = [];
-    for (const e of list) {
-      if (!wanted(e.key)) continue;
+    for (const [key, e] of Object.entries(list)) {
+      if (!wanted(key)) continue;
       const problem = e.needs === "postgres" || e.needs === "redis" ? env.problems[e.needs] : undefined;
       if (problem) {
-        failures.push({ engine: e.key, reason: problem });
+        failures.push({ engine: key, reason: problem });
         continue;
       }
       try {
-        out.push({ key: e.key, a: await e.make() });
+        out.push({ key, a: await make(key) });
       } catch (err) {
-        failures.push({ engine: e.key, reason: `could not load: ${errMsg(err)}` });
+        failures.push({ engine: key, reason: `could not load: ${errMsg(err)}` });
       }
     }
     return out;
   };
-  const queues = await ready(queueEngines);
-  const stepsers = await ready(stepsEngines);
+  const queues = await ready(QUEUE_ENGINES, async (key) => {
+    const engine = await QUEUE_ENGINES[key]!.load();
+    return { engine, adapter: await engine.adapter(targets) };
+  });
+  const stepsers = await ready(STEPS_ENGINES, (key) => STEPS_ENGINES[key]!.make(targets));
 
   const results = new Map<string, Result>();
   const result = (engine: string, figure: string): Result => {
@@ -716,19 +715,27 @@ async function main(): Promise<void> {
 
   const t0 = performance.now();
   for (let run = 1; run <= RUNS; run++) {
-    for (const { key, a } of queues) {
+    for (const { key, a: q } of queues) {
+      const a = q.adapter;
       for (const m of MEASUREMENTS) {
         if (!measurementWanted(m)) continue;
+        if (m.firstRunOnly && run > 1) continue;
         const rs = m.figures.map((f) => result(key, f.id));
         const r = rs[0]!;
-        if (m.id === "w5" && !a.enqueueDelayed) {
-          for (const x of rs) x.skipped = "no delay / run-at option";
+        const v = W5_VARIANTS.find((x) => x.id === m.id);
+        const missing = !v
+          ? undefined
+          : v.kind === "future"
+            ? !a.enqueueDelayed && "no delay / run-at option"
+            : !a.enqueueBlocked && "no dependencies between jobs";
+        if (missing) {
+          for (const x of rs) x.skipped = missing;
           continue;
         }
         if (broken.has(`${key}/${m.id}`)) continue;
         const s0 = performance.now();
         try {
-          const v = await retryOnce(() => measureQueue(a, m), `${key} ${m.label}`, r);
+          const v = await retryOnce(() => measureQueue(key, q.engine, a, m), `${key} ${m.label}`, r);
           for (const f of m.figures) if (v[f.id] !== undefined) result(key, f.id).samples.push(v[f.id]!);
           const shown = m.figures.map((f) => `${f.id} ${fmt(v[f.id] ?? Number.NaN)} ${f.unit}`).join(", ");
           progress(
@@ -767,7 +774,7 @@ async function main(): Promise<void> {
     if (r.skipped) return `skipped: ${r.skipped}`;
     if (r.errors.length && !r.samples.length) return "failed";
     if (!r.samples.length) return "–";
-    const m = figure === "w5-ratio" ? `${median(r.samples).toFixed(2)}×` : fmt(median(r.samples));
+    const m = figure.endsWith("-ratio") ? `${median(r.samples).toFixed(2)}×` : fmt(median(r.samples));
     return r.errors.length ? `${m} (${r.errors.length} failed)` : m;
   };
   const med = (engine: string, figure: string): number | undefined => {
@@ -779,27 +786,30 @@ async function main(): Promise<void> {
   const lines: string[] = [];
   const mode = QUICK ? "quick" : "full";
   lines.push(
-    `Side-by-side, ${mode} run: ${fmtInt.format(SIZE.jobs)} jobs (W3 ${SIZE.w3Rate}/s for ${SIZE.w3Seconds} s; W5 ${fmtInt.format(SIZE.w5Due)} due, ${waitingLabel} waiting), medians of ${RUNS} run(s).`,
+    `Side-by-side, ${mode} run: ${fmtInt.format(SIZE.jobs)} jobs (W3 ${SIZE.w3Rate}/s for ${SIZE.w3Seconds} s; W5 ${fmtInt.format(SIZE.w5Due)} due beside ${fmtInt.format(SIZE.w5Waiting)} / ${fmtInt.format(SIZE.w5Million)} waiting), medians of ${RUNS} run(s).`,
   );
   lines.push(
     `Machine (shared, noisy): ${cpus().length} × ${cpus()[0]?.model ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}; ` +
       `${env.postgres ?? "no PostgreSQL"}; ${env.redis ?? "no Redis"}. Took ${totalS.toFixed(0)} s.`,
   );
+  const described = [...queues.map(({ key, a }) => ({ key, a: a.adapter })), ...stepsers];
   const rows = new Map<string, { backend: string; durable: boolean }>();
-  for (const { key, a } of [...queues, ...stepsers])
-    rows.set(key, { backend: a.backend, durable: a.durable });
+  for (const { key, a } of described) rows.set(key, { backend: a.backend, durable: a.durable });
   const tables: { title: string; figures: Figure[] }[] = [
     {
       title: "Throughput (jobs/s; W4 steps/s); higher is better.",
       figures: [...QUEUE_FIGURES, STEPS_FIGURE],
     },
-    { title: "W3 latency, enqueue to handler start (ms); lower is better.", figures: W3_FIGURES },
+    {
+      title: "W3 latency, enqueue to handler start (ms); lower is better.",
+      figures: [...W3_FIGURES, ...W3_LOCAL_FIGURES],
+    },
     {
       title:
         "W5 depth: drain rate of the due jobs at concurrency 16 (jobs/s), and with / without the waiting jobs.",
       figures: W5_FIGURES,
     },
-    { title: "W6 memory: RSS of the process running the worker (MB); lower is better.", figures: W6_FIGURES },
+    { title: "W6 memory: RSS of a worker process (MB); lower is better.", figures: W6_FIGURES },
   ];
   for (const t of tables) {
     const cols = t.figures.filter((f) => has(f.id));
@@ -832,9 +842,12 @@ async function main(): Promise<void> {
     STEPS_FIGURE,
     figure("w3-p50"),
     figure("w3-p99"),
+    figure("w3local-p50"),
     figure("w5-depth"),
+    figure("w5m-depth"),
     figure("w6-w2c16"),
     figure("w6-w5"),
+    figure("w6-w5m"),
   ].filter((f) => has(f.id));
   const ratioRows: string[] = [];
   for (const [ours, peer] of pairs) {
@@ -862,7 +875,7 @@ async function main(): Promise<void> {
   lines.push("Settings:");
   lines.push("");
   const noted = new Set<string>();
-  for (const { key, a } of [...queues, ...stepsers]) {
+  for (const { key, a } of described) {
     const k = `${key}: ${a.notes}`;
     if (noted.has(k)) continue;
     noted.add(k);
@@ -909,7 +922,7 @@ async function main(): Promise<void> {
         redis: env.redis ?? env.problems.redis,
         versions,
         figures: ALL_FIGURES,
-        engines: [...queues, ...stepsers].map(({ key, a }) => ({
+        engines: described.map(({ key, a }) => ({
           key,
           name: a.name,
           backend: a.backend,

@@ -9,9 +9,19 @@
  * `addJobs` (one call, one statement for the whole batch); single enqueue is `addJob`.
  * Completed jobs are deleted, so "remaining" is a count of `_private_jobs`.
  */
-import { type Adapter, loadPeer, type Payload, pgClient, rand, type Targets } from "./adapter.js";
+import {
+  type Adapter,
+  loadPeer,
+  type Payload,
+  pgClient,
+  type QueueEngine,
+  rand,
+  type StoreRef,
+  type Targets,
+  type WorkerOptions,
+} from "./adapter.js";
 
-export async function graphileWorker(t: Targets): Promise<Adapter> {
+async function adapter(t: Targets): Promise<Adapter> {
   const gw = await loadPeer("graphile-worker");
   const silent = new gw.Logger(() => () => {});
   let schema = "";
@@ -42,33 +52,7 @@ export async function graphileWorker(t: Targets): Promise<Adapter> {
       const runAt = new Date(Date.now() + delayMs);
       await utils.addJobs(ps.map((p) => ({ identifier: "noop", payload: p, runAt })));
     },
-    async startWorker({ concurrency, onJob }) {
-      const runner = await gw.run({
-        connectionString: t.pgUrl,
-        schema,
-        concurrency,
-        maxPoolSize: Math.max(10, concurrency + 2),
-        noHandleSignals: true,
-        logger: silent,
-        taskList: {
-          noop: async (payload: Payload) => {
-            onJob(payload);
-          },
-        },
-        preset: {
-          worker: {
-            localQueue: { size: 500 },
-            completeJobBatchDelay: 0,
-            failJobBatchDelay: 0,
-          },
-        },
-      });
-      return {
-        async stop() {
-          await runner.stop();
-        },
-      };
-    },
+    ref: () => ({ schema }),
     async remaining() {
       const r = await admin.query(`SELECT count(*)::int AS n FROM "${schema}"._private_jobs`);
       return r.rows[0].n as number;
@@ -82,3 +66,34 @@ export async function graphileWorker(t: Targets): Promise<Adapter> {
     },
   };
 }
+
+async function startWorker(t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) {
+  const gw = await loadPeer("graphile-worker");
+  const runner = await gw.run({
+    connectionString: t.pgUrl,
+    schema: ref.schema,
+    concurrency,
+    maxPoolSize: Math.max(10, concurrency + 2),
+    noHandleSignals: true,
+    logger: new gw.Logger(() => () => {}),
+    taskList: {
+      noop: async (payload: Payload) => {
+        onJob(payload);
+      },
+    },
+    preset: {
+      worker: {
+        localQueue: { size: 500 },
+        completeJobBatchDelay: 0,
+        failJobBatchDelay: 0,
+      },
+    },
+  });
+  return {
+    async stop() {
+      await runner.stop();
+    },
+  };
+}
+
+export const graphileWorker: QueueEngine = { adapter, startWorker };

@@ -12,12 +12,22 @@
  * (one statement). Maintenance (`supervise`) and cron (`schedule`) are off: they are timers that
  * do nothing within a run this short.
  */
-import { type Adapter, loadPeer, type Payload, pgClient, rand, type Targets } from "./adapter.js";
+import {
+  type Adapter,
+  loadPeer,
+  type Payload,
+  pgClient,
+  type QueueEngine,
+  rand,
+  type StoreRef,
+  type Targets,
+  type WorkerOptions,
+} from "./adapter.js";
 
 export const PGBOSS_BATCH = Number(process.env.BENCH_PGBOSS_BATCH ?? 500);
 const QUEUE = "noop";
 
-export async function pgBoss(t: Targets): Promise<Adapter> {
+async function adapter(t: Targets): Promise<Adapter> {
   const mod = await loadPeer("pg-boss");
   const PgBoss = mod.default ?? mod;
   let boss: any;
@@ -55,24 +65,7 @@ export async function pgBoss(t: Targets): Promise<Adapter> {
       const startAfter = new Date(Date.now() + delayMs);
       await boss.insert(ps.map((p) => ({ name: QUEUE, data: p, startAfter })));
     },
-    async startWorker({ concurrency, onJob }) {
-      for (let i = 0; i < concurrency; i++) {
-        await boss.work(
-          QUEUE,
-          { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: 0.5 },
-          async (jobs: { data: Payload }[]) => {
-            for (const j of jobs) onJob(j.data);
-          },
-        );
-      }
-      return {
-        async stop() {
-          // Asks the loops to stop (a sleeping loop stops at once); teardown's stop({ wait: true })
-          // waits for them.
-          await boss.offWork(QUEUE);
-        },
-      };
-    },
+    ref: () => ({ schema }),
     async remaining() {
       // created, retry, active and failed: everything but completed (and cancelled, never used here).
       const r = await admin.query(
@@ -90,3 +83,38 @@ export async function pgBoss(t: Targets): Promise<Adapter> {
     },
   };
 }
+
+/**
+ * A PgBoss instance of its own on the run's schema (already migrated by the driver), started with
+ * the same settings, and c work() loops.
+ */
+async function startWorker(t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) {
+  const mod = await loadPeer("pg-boss");
+  const PgBoss = mod.default ?? mod;
+  const boss = new PgBoss({
+    connectionString: t.pgUrl,
+    schema: ref.schema,
+    supervise: false,
+    schedule: false,
+    migrate: false,
+  });
+  boss.on("error", (e: unknown) => process.stderr.write(`pg-boss error: ${String(e)}\n`));
+  await boss.start();
+  for (let i = 0; i < concurrency; i++) {
+    await boss.work(
+      QUEUE,
+      { batchSize: PGBOSS_BATCH, pollingIntervalSeconds: 0.5 },
+      async (jobs: { data: Payload }[]) => {
+        for (const j of jobs) onJob(j.data);
+      },
+    );
+  }
+  return {
+    async stop() {
+      await boss.offWork(QUEUE);
+      await boss.stop({ graceful: true, wait: true, close: true });
+    },
+  };
+}
+
+export const pgBoss: QueueEngine = { adapter, startWorker };

@@ -1,0 +1,32 @@
+/**
+ * The engines of the side-by-side benchmark, by the key `--only` / `--skip` take: the driver
+ * (compare.ts) and the worker processes (worker-proc.ts) load them from here, lazily, so that a
+ * peer that is not installed only costs its own rows.
+ */
+import type { QueueEngine, StepsAdapter, Targets } from "./adapter.js";
+
+export type Needs = "sqlite" | "postgres" | "redis";
+
+export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<QueueEngine> }> = {
+  "ratchet-sqlite": { needs: "sqlite", load: async () => (await import("./ratchet.js")).ratchetSqlite },
+  plainjob: { needs: "sqlite", load: async () => (await import("./plainjob.js")).plainjob },
+  "ratchet-pg": { needs: "postgres", load: async () => (await import("./ratchet.js")).ratchetPg },
+  "graphile-worker": {
+    needs: "postgres",
+    load: async () => (await import("./graphile-worker.js")).graphileWorker,
+  },
+  "pg-boss": { needs: "postgres", load: async () => (await import("./pg-boss.js")).pgBoss },
+  bullmq: { needs: "redis", load: async () => (await import("./bullmq.js")).bullmq },
+};
+
+export const STEPS_ENGINES: Record<string, { needs: Needs; make: (t: Targets) => Promise<StepsAdapter> }> = {
+  "ratchet-sqlite": {
+    needs: "sqlite",
+    make: async (t) => (await import("./ratchet.js")).ratchetSteps("sqlite", t),
+  },
+  "ratchet-pg": {
+    needs: "postgres",
+    make: async (t) => (await import("./ratchet.js")).ratchetSteps("postgres", t),
+  },
+  dbos: { needs: "postgres", make: async (t) => (await import("./dbos.js")).dbosSteps(t) },
+};
