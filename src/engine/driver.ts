@@ -4,7 +4,10 @@
  *
  * Modes:
  * - claiming: while slots are free, claim up to the free slots in one store
- *   transaction and start each claimed task.
+ *   transaction and start each claimed task. With `prefetch` P > 0 (a worker
+ *   only, spec §8.7), a claim takes up to concurrency + P − held tasks once the
+ *   local buffer is down to P/2; claimed tasks that find no free slot wait in the
+ *   buffer (running, leased to this worker) and start as slots free.
  * - busy: every slot is taken; wait until one frees.
  * - idle (worker only): nothing ready; wait for an in-process enqueue, a freed
  *   slot, or a poll timer. The poll delay doubles from pollMinMs up to
@@ -35,13 +38,24 @@ export interface DriverOptions {
   wakeup: Wakeup;
   onReport?: (r: RunReport, task: ClaimedTask) => void;
   onClaimed?: (claimed: readonly ClaimedTask[]) => void;
+  /** Tasks claimed ahead of free slots (spec §8.7). 0: claims take only the free slots. */
+  prefetch?: number;
 }
+
+/**
+ * A buffered task not started within this share of its maxMs is given back instead: its lease
+ * (maxMs + grace from the claim) is not extended while it waits, and a start that late could be
+ * overtaken by a reclaim (spec §8.7).
+ */
+const STALE_SHARE = 0.5;
 
 export class Driver {
   readonly #o: DriverOptions;
   readonly #running = new Map<number, Running>();
   /** Settlements not yet committed; a task leaves #running when its slot frees, which can be earlier. */
   readonly #unsettled = new Set<Promise<RunReport>>();
+  /** Claimed ahead of free slots (spec §8.7), oldest first, with the local time of the claim. */
+  #buffer: { task: ClaimedTask; at: number }[] = [];
   #stopping = false;
 
   constructor(o: DriverOptions) {
@@ -69,31 +83,83 @@ export class Driver {
     return [...this.#running.keys()];
   }
 
-  /** Claims and starts up to `limit` tasks; returns how many started. */
+  /** Tasks claimed ahead of free slots, waiting for one (spec §8.7). */
+  get buffered(): number {
+    return this.#buffer.length;
+  }
+
+  /**
+   * Claims and starts up to `limit` tasks; returns how many it started or buffered. With prefetch,
+   * buffered tasks start first, and a claim runs only once the buffer is down to half.
+   */
   async fill(limit: number): Promise<number> {
-    const free = Math.min(limit, this.#o.concurrency - this.#running.size);
-    if (free <= 0 || this.#stopping) return 0;
+    if (this.#stopping) return 0;
+    let started = 0;
+    while (started < limit && this.#running.size < this.#o.concurrency && this.#startBuffered()) started++;
+    const free = Math.min(limit - started, this.#o.concurrency - this.#running.size);
+    const prefetch = this.#o.prefetch ?? 0;
+    const room =
+      prefetch === 0
+        ? free
+        : this.#buffer.length <= prefetch / 2
+          ? Math.min(
+              limit - started,
+              this.#o.concurrency + prefetch - this.#running.size - this.#buffer.length,
+            )
+          : 0;
+    if (room <= 0) return started;
     const names = this.#o.names();
     const queues = this.#o.queues();
-    if (names.length === 0) return 0;
+    if (names.length === 0) return started;
     const claimed = await this.#o.store.claim({
       workerId: this.#o.workerId,
       queues,
       names,
-      limit: free,
+      limit: room,
       leaseGraceMs: this.#o.leaseGraceMs,
       limits: this.#o.limits(),
     });
     this.#o.onClaimed?.(claimed);
-    for (const task of claimed) this.#start(task);
-    return claimed.length;
+    const at = performance.now();
+    for (const task of claimed) {
+      // stop() may have begun during the claim: what cannot start now goes back at once (spec §8.2).
+      if (!this.#stopping && this.#running.size < this.#o.concurrency) this.#start(task);
+      else if (!this.#stopping) this.#buffer.push({ task, at });
+      else this.#release(task);
+    }
+    return started + claimed.length;
+  }
+
+  /** Starts the oldest buffered task that is still fresh; gives back stale ones. False when none. */
+  #startBuffered(): boolean {
+    for (;;) {
+      const next = this.#buffer.shift();
+      if (!next) return false;
+      if (performance.now() - next.at <= next.task.maxMs * STALE_SHARE) {
+        this.#start(next.task);
+        return true;
+      }
+      this.#release(next.task);
+    }
+  }
+
+  /** Gives a claimed task back without counting the attempt (spec §8.2, §8.7). */
+  #release(task: ClaimedTask): void {
+    const p = this.#o.deps.settler
+      .submit({ kind: "release", fence: { taskId: task.id, token: task.epoch } })
+      .then(
+        () => "released" as RunReport,
+        () => "released" as RunReport,
+      );
+    this.#unsettled.add(p);
+    void p.then(() => this.#unsettled.delete(p));
   }
 
   #start(task: ClaimedTask): void {
     const def = this.#o.definition(task.name);
     if (!def) {
       // The registry changed between the claim and now: give the task back.
-      void this.#o.deps.settler.submit({ kind: "release", fence: { taskId: task.id, token: task.epoch } });
+      this.#release(task);
       return;
     }
     const run = execute(task, def, this.#o.deps);
@@ -105,6 +171,8 @@ export class Driver {
     });
     void run.slotFree.then(() => {
       this.#running.delete(task.id);
+      // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
+      if (!this.#stopping) this.#startBuffered();
       this.#o.wakeup.notify();
     });
   }
@@ -117,6 +185,8 @@ export class Driver {
   /** spec §8.2: stop claiming; give in-flight work up to timeoutMs; then end it and release its leases. */
   async drain(timeoutMs: number): Promise<void> {
     this.#stopping = true;
+    // Buffered tasks never started: back at once, so other workers need not wait for their leases.
+    for (const b of this.#buffer.splice(0)) this.#release(b.task);
     const deadline = performance.now() + timeoutMs;
     while (this.#running.size > 0 && performance.now() < deadline) {
       await this.#o.wakeup.wait(Math.min(50, deadline - performance.now()));

@@ -93,6 +93,17 @@ describe("ratchet CLI", () => {
     expect(json(c.run("ls", "--json"))).toEqual([]);
   });
 
+  it("spec §8.7: worker --prefetch outside [0, 10000] exits 2 with the usage and opens nothing", () => {
+    const c = setup();
+    for (const bad of ["-1", "10001", "1.5", "many"]) {
+      const r = c.run("worker", "--prefetch", bad, "--tasks", "tasks.mjs");
+      expect(r.status, `--prefetch ${bad}`).toBe(2);
+      expect(r.stderr).toMatch(/--prefetch/);
+      expect(r.stdout).toBe("");
+    }
+    expect(fs.existsSync(c.db)).toBe(false);
+  });
+
   it("reports an unknown task as a RatchetError without a stack", () => {
     const c = setup();
     const r = c.run("enqueue", "nope", "{}", "--tasks", "tasks.mjs");

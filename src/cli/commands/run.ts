@@ -14,6 +14,11 @@ export function registerRun(program: Command): void {
     .description("run tasks until SIGINT or SIGTERM, then stop gracefully")
     .option("--concurrency <n>", "tasks run at once (default 16)", concurrency)
     .option(
+      "--prefetch <n>",
+      "tasks claimed ahead of free slots, for big claim and settle batches (default 0; spec §8.7)",
+      option((t) => parseInteger(t, "--prefetch", 0, 10_000)),
+    )
+    .option(
       "--queues <list>",
       "comma-separated queues to serve (default: the definitions' queues)",
       option(parseList),
@@ -24,13 +29,17 @@ export function registerRun(program: Command): void {
       option(parseDuration),
     )
     .action(
-      async (o: { concurrency?: number; queues?: string[]; shutdownTimeout?: number }, cmd: Command) => {
+      async (
+        o: { concurrency?: number; prefetch?: number; queues?: string[]; shutdownTimeout?: number },
+        cmd: Command,
+      ) => {
         await withSession(
           cmd,
           { definitions: true, requireDefinitions: true, logger: consoleLogger },
           async (s) => {
             await s.ratchet.start({
               concurrency: o.concurrency ?? 16,
+              prefetch: o.prefetch,
               queues: o.queues,
               shutdownTimeoutMs: o.shutdownTimeout,
             });
