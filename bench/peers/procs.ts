@@ -8,7 +8,32 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { StoreRef, Targets } from "./adapter.js";
 
-const SCRIPT = join(dirname(fileURLToPath(import.meta.url)), "worker-proc.ts");
+const HERE = dirname(fileURLToPath(import.meta.url));
+/**
+ * The worker processes run plain JavaScript: worker-proc.ts and the adapters bundled by esbuild (tsx's
+ * own compiler, already installed) into one file beside them, so that relative paths and
+ * bench/node_modules resolve as from the sources. Under tsx, every worker process carried the
+ * loader's ~30 MB (71 MB RSS before loading anything), which W6 would have charged to the engine.
+ */
+const BUNDLE = join(HERE, ".worker-proc.mjs");
+let bundled: Promise<void> | undefined;
+
+function bundle(): Promise<void> {
+  bundled ??= (async () => {
+    const esbuild: any = await import("esbuild");
+    await esbuild.build({
+      entryPoints: [join(HERE, "worker-proc.ts")],
+      outfile: BUNDLE,
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20",
+      packages: "external",
+      logLevel: "warning",
+    });
+  })();
+  return bundled;
+}
 
 export interface GroupResult {
   /** How many times each sequence number 0..n-1 reached a handler, summed over the processes. */
@@ -86,8 +111,10 @@ export class WorkerGroup {
 
   /** Forks `procs` workers for `key` on the store `ref`; resolves when each has loaded its engine. */
   static async spawn(key: string, t: Targets, ref: StoreRef, procs: number): Promise<WorkerGroup> {
+    await bundle();
     const children = Array.from({ length: procs }, () =>
-      fork(SCRIPT, [key, JSON.stringify(t), JSON.stringify(ref)], {
+      fork(BUNDLE, [key, JSON.stringify(t), JSON.stringify(ref)], {
+        execArgv: [],
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       }),
     );

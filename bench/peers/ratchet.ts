@@ -1,7 +1,8 @@
 /**
  * Ratchet itself, through the same interface as the peers, so that one run of compare.ts gives
- * pair-by-pair ratios on the same machine (issue 6). Loaded from the source (src/) under tsx, so
- * it measures the working tree, not a build.
+ * pair-by-pair ratios on the same machine (issue 6). Loaded from the build (dist/, which
+ * `npm run bench:peers` makes first), like the peers' own JavaScript: from src/ under tsx, a worker
+ * process carried ~30 MB more RSS (the transpiled sources), which is the loader's, not Ratchet's.
  *
  * Settings: those of bench/run.ts and bench/pg.ts (Ratchet's own figures): `pollIntervalMs` 20,
  * `silentLogger`; SQLite with WAL and `synchronous` NORMAL (Ratchet's default, the same as
@@ -10,9 +11,9 @@
  * is `start({ concurrency })` of a Ratchet instance of its own (in the worker process), or, for the
  * same-process latency figure, of the driver's instance.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { defineTask, Ratchet, silentLogger } from "../../src/index.js";
+import { fileURLToPath } from "node:url";
 import {
   type Adapter,
   type Payload,
@@ -24,6 +25,14 @@ import {
   type Targets,
   type WorkerOptions,
 } from "./adapter.js";
+
+// The types come from the source; the code from the build (a path in a variable, so that the
+// typecheck of a fresh clone, without dist/, does not need it).
+const DIST = new URL("../../dist/src/index.js", import.meta.url);
+if (!existsSync(fileURLToPath(DIST)))
+  throw new Error(`${fileURLToPath(DIST)} is missing: run \`npm run build\` at the root first`);
+const { defineTask, Ratchet, silentLogger }: typeof import("../../src/index.js") = await import(DIST.href);
+type Ratchet = import("../../src/index.js").Ratchet;
 
 const POLL_MS = 20;
 const POOL = 10;
