@@ -169,7 +169,7 @@ class Scene {
   }
 
   /** Spawns `count` worker processes and waits until each has opened the store (not started). */
-  async spawn(count: number, pollMs = POLL_MS): Promise<Worker[]> {
+  async spawn(count: number, pollMs = POLL_MS, prefetch = 0): Promise<Worker[]> {
     const ws = Array.from(
       { length: count },
       (_, i) =>
@@ -186,6 +186,8 @@ class Scene {
           String(POOL),
           "--poll",
           String(pollMs),
+          "--prefetch",
+          String(prefetch),
         ]),
     );
     this.workers.push(...ws);
@@ -317,8 +319,9 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
     procs: number,
     count: number,
     task: string = PG_TASK.benchNoop,
+    prefetch = 0,
   ): Promise<number> {
-    const ws = await s.spawn(procs);
+    const ws = await s.spawn(procs, POLL_MS, prefetch);
     const base = await s.live();
     await s.enqueueBatches(task, count, 1_000, (i) => ({ i }));
     const t0 = performance.now();
@@ -328,15 +331,15 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
     return t1 - t0;
   }
 
-  async function drain(procs: number): Promise<void> {
+  async function drain(procs: number, prefetch = 0): Promise<void> {
     const f = record(
-      `drain ${n(SIZE.drain)} no-op tasks, ${procs} worker process${procs > 1 ? "es" : ""} × concurrency ${CONCURRENCY}`,
+      `drain ${n(SIZE.drain)} no-op tasks, ${procs} worker process${procs > 1 ? "es" : ""} × concurrency ${CONCURRENCY}${prefetch ? `, prefetch ${prefetch}` : ""}`,
       "tasks/s",
-      `${procs} worker process(es) (concurrency ${CONCURRENCY}, pool ${POOL}) on ${SIZE.drain} queued no-op tasks; from "go" until the live counter is 0 (watched every ${WATCH_MS} ms)`,
+      `${procs} worker process(es) (concurrency ${CONCURRENCY}, prefetch ${prefetch}, pool ${POOL}) on ${SIZE.drain} queued no-op tasks; from "go" until the live counter is 0 (watched every ${WATCH_MS} ms)`,
     );
     for (let run = 0; run < o.runs; run++) {
       const ms = await withScene(o, async (s) => {
-        const ms = await timedDrain(s, procs, SIZE.drain);
+        const ms = await timedDrain(s, procs, SIZE.drain, PG_TASK.benchNoop, prefetch);
         const done = await s.completed();
         if (done !== SIZE.drain) throw new Error(`drain: ${done} of ${SIZE.drain} completed`);
         return ms;
@@ -446,6 +449,8 @@ export async function runPg(o: PgBenchOptions): Promise<void> {
     ["enqueueMany", enqueueMany],
     ["drain, 1 process", () => drain(1)],
     ["drain, 2 processes", () => drain(2)],
+    // Claims of up to concurrency + 500 once half the buffer is gone (spec §8.7).
+    ["drain, 1 process, prefetch 500", () => drain(1, 500)],
     ["drain with seats, 1 process", () => drainSeated(1)],
     ["drain, 4 processes", () => drain(4)],
     ["latency", latency],
