@@ -75,7 +75,13 @@ type Kind = "sqlite" | "postgres";
 
 /** A Ratchet on the run's file or schema, with the settings above; the driver's and each worker's. */
 function openRatchet(t: Targets, ref: StoreRef): Promise<Ratchet> {
-  const common = { tasks: [noop, stepsTask], logger: silentLogger, pollIntervalMs: POLL_MS };
+  // maxDepth: W5 holds 1,000,002 live tasks in one queue; the default bound is 1,000,000 (spec §2.7).
+  const common = {
+    tasks: [noop, stepsTask],
+    logger: silentLogger,
+    pollIntervalMs: POLL_MS,
+    maxDepth: 2_000_000,
+  };
   return ref.file
     ? Ratchet.open({ store: `sqlite:${ref.file}`, synchronous: "NORMAL", ...common })
     : Ratchet.open({ store: t.pgUrl, postgres: { schema: ref.schema!, poolMax: POOL }, ...common });
@@ -125,8 +131,8 @@ function ratchetBase(kind: Kind, t: Targets) {
 }
 
 const NOTES = {
-  sqlite: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; WAL, synchronous NORMAL (default)`,
-  postgres: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; pool 10; fresh schema per run`,
+  sqlite: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; maxDepth 2,000,000 (W5m); WAL, synchronous NORMAL (default)`,
+  postgres: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; maxDepth 2,000,000 (W5m); pool 10; fresh schema per run`,
 };
 
 function adapter(kind: Kind, t: Targets): Adapter {
