@@ -2,6 +2,7 @@
 import type { Scenario } from "../scenario.js";
 import { ambiguous, pgambiguous } from "./ambiguous.js";
 import { crash } from "./crash.js";
+import { model } from "./model.js";
 import { pgrestart } from "./pgrestart.js";
 import { pgstorm } from "./pgstorm.js";
 import { poison } from "./poison.js";
@@ -19,4 +20,5 @@ export const SCENARIOS: Record<string, Scenario> = {
   crash, // 6. SQLite process-crash consistency
   poison, // 7. poison tasks
   shutdown, // 9. graceful shutdown
+  model, // 10. model-based simulation
 };

@@ -3,6 +3,7 @@
  * Pure: the store reads the dependents reachable from a root (id, status,
  * outcome, needs) and applies what this returns.
  */
+import { InvalidStateError } from "../errors.js";
 import type { Outcome, Status } from "./model.js";
 
 export interface DependentNode {
@@ -88,4 +89,11 @@ export function planRetrySubtree(
     out.push({ id: d.id, needsPending: pending });
   }
   return out.sort((a, b) => a.id - b.id);
+}
+
+/** spec §6.3: a retry would revive a dependent whose dedupe key another task holds now. */
+export function keyTaken(root: number, dependent: number, key: string, holder: number): InvalidStateError {
+  return new InvalidStateError(
+    `retrying task ${root} would revive its dependent task ${dependent}, whose dedupe key "${key}" is now held by task ${holder}`,
+  );
 }

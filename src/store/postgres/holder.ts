@@ -110,8 +110,13 @@ export async function settle(core: PgCore, items: readonly Settlement[]): Promis
       completes.map(([s]) => s as Extract<Settlement, { kind: "complete" }>),
     );
     for (const [s, i] of order) {
-      const hit = s.kind === "complete" ? applied.get(`${s.fence.taskId}:${s.fence.token}`) : undefined;
+      const key = `${s.fence.taskId}:${s.fence.token}`;
+      const hit = s.kind === "complete" ? applied.get(key) : undefined;
       if (hit) {
+        // One row changed serves one item: a second completion of the same claim in the batch goes
+        // through settleOne, which finds the task ended (lease_lost, as on SQLite), and the task's
+        // dependents are released once (spec §3.7, §6.2).
+        applied.delete(key);
         results[i] = "ok";
         if (hit.tree) ended.push(s.fence.taskId);
         // Its live counter already dropped in completeMany's statement.

@@ -1,5 +1,5 @@
 /** Operations on tasks (spec §6.3, §7, §10.3): retry of a failed root and its subtree, abort, prune. */
-import { planRetrySubtree } from "../../core/cascade.js";
+import { keyTaken, planRetrySubtree } from "../../core/cascade.js";
 import { fromJson, type StoredError } from "../../core/json.js";
 import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
@@ -69,6 +69,19 @@ export async function retry(core: PgCore, id: TaskId): Promise<TaskRecord> {
     const plan = planRetrySubtree(id, nodes, (n) => known.get(n) ?? null);
     const queueOf = new Map(nodes.map((n) => [n.id, n.queue]));
     for (const r of plan) {
+      // A revived dependent takes its dedupe key back: refused, and the whole retry rolled back, when
+      // another task holds it now (the retried root itself, say; spec §6.3, §2.3).
+      const k = (
+        await core.run<{ queue: string; dedupe_key: string | null }>(
+          c,
+          `SELECT queue, dedupe_key FROM ${T} WHERE id = :id AND outcome = 'upstream_failed'`,
+          { id: r.id },
+        )
+      )[0];
+      if (k?.dedupe_key != null) {
+        const taken = await core.findDedupe(c, k.queue, k.dedupe_key);
+        if (taken && taken.id !== r.id) throw keyTaken(id, r.id, k.dedupe_key, taken.id);
+      }
       const upd = await core.run(
         c,
         `UPDATE ${T} SET status = 'waiting', outcome = NULL, error = NULL, needs_pending = :pending,

@@ -1,5 +1,5 @@
 /** Operator actions for the SQLite store: retry, abort and prune. spec §6.3, §7. */
-import { planRetrySubtree } from "../../core/cascade.js";
+import { keyTaken, planRetrySubtree } from "../../core/cascade.js";
 import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { type TaskRow, toRecord } from "../rows.js";
@@ -64,7 +64,20 @@ function resetSubtree(c: SqliteCore, id: TaskId, now: number): void {
   const reset =
     c.s(`UPDATE ratchet_tasks SET status = 'waiting', outcome = NULL, error = NULL, needs_pending = :pending,
         wake_at = NULL, ended_at = NULL, attempts = 0, updated_at = :now WHERE id = :id AND outcome = 'upstream_failed'`);
+  const keyOf = c.s(
+    "SELECT queue, dedupe_key FROM ratchet_tasks WHERE id = ? AND outcome = 'upstream_failed'",
+  );
+  const holder = c.s(
+    "SELECT id FROM ratchet_tasks WHERE queue = ? AND dedupe_key = ? AND id <> ? AND (status <> 'terminal' OR outcome = 'completed')",
+  );
   for (const r of planRetrySubtree(id, nodes, lookup)) {
+    // A revived dependent takes its dedupe key back: refused, and the whole retry rolled back, when
+    // another task holds it now (the retried root itself, say; spec §6.3, §2.3).
+    const k = keyOf.get(r.id) as { queue: string; dedupe_key: string | null } | undefined;
+    if (k?.dedupe_key != null) {
+      const taken = holder.get(k.queue, k.dedupe_key, r.id) as { id: number } | undefined;
+      if (taken) throw keyTaken(id, r.id, k.dedupe_key, taken.id);
+    }
     if (reset.run({ id: r.id, pending: r.needsPending, now }).changes === 1)
       c.bumpLive(queueOf.get(r.id)!, 1);
   }

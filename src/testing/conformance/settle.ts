@@ -59,6 +59,28 @@ export function registerSettleTests(it: Define): void {
     expect((await must(store, id!)).result).toBe("fresh");
   });
 
+  it("§3.7 / §6.2 a settle batch that completes one claim twice answers ok, then lease_lost, and releases the dependents once", async ({
+    store,
+    expect,
+  }) => {
+    const [a, b] = await ids(store, [newTask(), newTask()]);
+    const [d] = await ids(store, [newTask({ needs: [{ id: a! }, { id: b! }] })]);
+    const claimed = await store.claim(claimReq({ limit: 1 }));
+    expect(claimed.map((c) => c.id)).toEqual([a]);
+    const fence = fenceOf(claimed[0]!);
+    expect(
+      await store.settle([
+        { kind: "complete", fence, result: "1" },
+        { kind: "complete", fence, result: "2" },
+      ]),
+    ).toEqual(["ok", "lease_lost"]);
+    const done = await must(store, a!);
+    expect([done.outcome, done.result]).toEqual(["completed", 1]);
+    // D still waits for B: A's completion counted once.
+    const dep = await must(store, d!);
+    expect([dep.status, dep.needsPending]).toEqual(["waiting", 1]);
+  });
+
   it("§3.7 a holder's writes are refused once its task is settled", async ({ store, expect }) => {
     const [id] = await ids(store, [newTask()]);
     const [c] = await store.claim(claimReq());
