@@ -110,16 +110,22 @@ describe("chaos: model-based simulation (scenario 10)", () => {
     }, 300_000);
   });
 
-  it("P4 (spec §3.7): a store that accepts stale fences is caught, and the sequence shrinks to a handful of commands", async () => {
+  /** Runs 500 SQLite sequences against a store with a planted bug, which must be caught. */
+  async function planted(wrap: typeof ignoringFences) {
     const c = shortRun();
     const r = await runModel({
       backend: "sqlite",
       seed: c.seed,
       sequences: 500,
       maxCommands: MAX_COMMANDS,
-      wrap: ignoringFences,
+      wrap,
     });
     expect(r.failure, `seed ${c.seed}: the planted bug was not caught`).not.toBeNull();
+    return r;
+  }
+
+  it("P4 (spec §3.7): a store that accepts stale fences is caught, and the sequence shrinks to a handful of commands", async () => {
+    const r = await planted(ignoringFences);
     expect(r.failure).toMatch(/model and store disagree/);
     // The least it takes is four commands (enqueue, claim, lose the lease, write with the old claim);
     // shrinking stops at a local minimum, so allow some more. Generated sequences run up to 50.
@@ -129,15 +135,7 @@ describe("chaos: model-based simulation (scenario 10)", () => {
   }, 120_000);
 
   it("spec §3.8: a heartbeat that does not extend the lease is caught", async () => {
-    const c = shortRun();
-    const r = await runModel({
-      backend: "sqlite",
-      seed: c.seed,
-      sequences: 500,
-      maxCommands: MAX_COMMANDS,
-      wrap: idleHeartbeat,
-    });
-    expect(r.failure, `seed ${c.seed}: the planted bug was not caught`).not.toBeNull();
+    const r = await planted(idleHeartbeat);
     expect(r.failure, r.failure!).toMatch(/leaseUntil/);
     expect(r.counterexample!.length, r.failure!).toBeLessThanOrEqual(12);
   }, 120_000);
