@@ -155,12 +155,21 @@ export async function completeMany(
     c,
     // The live counters (spec §2.7) of the completed rows drop in the same statement: one round trip
     // fewer per settle batch. Upserts in queue order, like bumpLive, so batches cannot deadlock.
+    //
+    // No join with the arrays: each row finds its item by array_position (a linear scan in C, ~0.3 ms
+    // for 500 items). As `UPDATE … FROM unnest(…)`, the planner, estimating one running row, chose a
+    // nested loop that rescanned the whole array for every row: 516 completions took 84 ms (265,740
+    // rows compared) behind 200,000 future tasks, which made prefetch batches quadratic (W5 on
+    // PostgreSQL drained at 0.4× its rate without them). A repeated id takes its first item; the
+    // others go through settleOne, which fences them on their own.
     `WITH done AS (
-       UPDATE ${T} t SET status = 'terminal', outcome = 'completed', result = v.result, ended_at = :now,
+       UPDATE ${T} t SET status = 'terminal', outcome = 'completed',
+         result = (:results::text[])[array_position(:ids::bigint[], t.id)], ended_at = :now,
          lease_until = NULL, locked_by = NULL, updated_at = :now
-       FROM unnest(:ids::bigint[], :tokens::int[], :results::text[]) AS v(id, token, result)
-       WHERE t.id = v.id AND t.status = 'running' AND t.epoch = v.token AND t.abort_requested = 0 AND t.owns = 0
-       RETURNING t.id, v.token, t.queue, t.dependents, (t.owner_id IS NOT NULL OR t.watched = 1) AS tree),
+       WHERE t.id = ANY(:ids::bigint[]) AND t.status = 'running'
+         AND t.epoch = (:tokens::int[])[array_position(:ids::bigint[], t.id)]
+         AND t.abort_requested = 0 AND t.owns = 0
+       RETURNING t.id, t.epoch AS token, t.queue, t.dependents, (t.owner_id IS NOT NULL OR t.watched = 1) AS tree),
      counted AS (
        INSERT INTO {s}.ratchet_queue_counts (queue, shard, live)
        SELECT queue, :shard::int, -count(*) FROM done GROUP BY queue ORDER BY queue
