@@ -444,6 +444,36 @@ async function measureW3(key: string, engine: QueueEngine, a: Adapter, local: bo
   }
 }
 
+/**
+ * W5: the housekeeping a database does after a bulk insert, done before the clock starts, for every
+ * engine alike: `VACUUM (ANALYZE)` of the run's PostgreSQL schema, a WAL checkpoint of a SQLite file.
+ * Without it the 200,000-row insert's autovacuum and analyze, or SQLite's checkpoint of the WAL the
+ * insert grew, land in whichever drain happens to run next (one run measured Ratchet on PostgreSQL at
+ * 0.2× with 200,000 waiting and 0.8× with 1,000,000, whose longer insert gave autovacuum time to
+ * finish first). W5 asks what waiting tasks cost a drain, not what their insert's aftermath costs.
+ */
+async function quiesce(a: Adapter): Promise<void> {
+  const ref = a.ref();
+  if (a.backend === "postgres" && ref.schema) {
+    const c = await pgClient(targets.pgUrl);
+    try {
+      const tables = await c.query("SELECT tablename FROM pg_tables WHERE schemaname = $1", [ref.schema]);
+      for (const t of tables.rows) await c.query(`VACUUM (ANALYZE) "${ref.schema}"."${t.tablename}"`);
+    } finally {
+      await c.end();
+    }
+  } else if (a.backend === "sqlite" && ref.file) {
+    const bs = await loadPeer("better-sqlite3");
+    const db = new (bs.default ?? bs)(ref.file);
+    try {
+      db.pragma("busy_timeout = 10000");
+      db.pragma("wal_checkpoint(TRUNCATE)");
+    } finally {
+      db.close();
+    }
+  }
+}
+
 async function measureW5(key: string, a: Adapter, v: W5Variant): Promise<Record<string, number>> {
   const due = SIZE.w5Due;
   const waiting = v.waiting;
@@ -457,6 +487,7 @@ async function measureW5(key: string, a: Adapter, v: W5Variant): Promise<Record<
     await enqueueAll(a, due, 1_000);
     const q = await a.remaining();
     if (q !== due) throw new Error(`after enqueueing ${due}, remaining() says ${q}`);
+    await quiesce(a);
     base = (due / (await drainDue(0)).ms) * 1000;
   } finally {
     await a.teardown();
@@ -475,6 +506,7 @@ async function measureW5(key: string, a: Adapter, v: W5Variant): Promise<Record<
     await enqueueAll(a, due, 1_000);
     const q = await a.remaining();
     if (q !== due + left) throw new Error(`after enqueueing ${due + left}, remaining() says ${q}`);
+    await quiesce(a);
     const d = await drainDue(left);
     const depth = (due / d.ms) * 1000;
     return {
