@@ -51,6 +51,8 @@ export interface Adapter {
    * Only for an engine with dependencies between jobs; the driver skips the figure otherwise.
    */
   enqueueBlocked?(payloads: Payload[]): Promise<void>;
+  /** Measurements (by id) this engine skips here, with the reason printed under the tables. */
+  skips?: Partial<Record<string, string>>;
   /**
    * A worker in the driver's own process sharing the driver's connection, where that matters for
    * latency (Ratchet: an enqueue wakes a worker of the same instance without a poll). Absent: the

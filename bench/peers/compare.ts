@@ -756,11 +756,13 @@ async function main(): Promise<void> {
         const rs = m.figures.map((f) => result(key, f.id));
         const r = rs[0]!;
         const v = W5_VARIANTS.find((x) => x.id === m.id);
-        const missing = !v
-          ? undefined
-          : v.kind === "future"
-            ? !a.enqueueDelayed && "no delay / run-at option"
-            : !a.enqueueBlocked && "no dependencies between jobs";
+        const missing = a.skips?.[m.id]
+          ? a.skips[m.id]
+          : !v
+            ? undefined
+            : v.kind === "future"
+              ? !a.enqueueDelayed && "no delay / run-at option"
+              : !a.enqueueBlocked && "no dependencies between jobs";
         if (missing) {
           for (const x of rs) x.skipped = missing;
           continue;
