@@ -219,6 +219,18 @@ export function registerGraphTests(it: Define): void {
     expect(e2.message).toContain(`task ${second}`);
   });
 
+  it("§6.3 retry refuses, changing nothing, when a dependent it would revive has a dedupe key another task holds now (the root itself)", async (env) => {
+    const { store, expect } = env;
+    const [root] = await ids(store, [newTask({ name: "k", dedupe: "same", delayMs: 60_000 })]);
+    await store.abort(root!);
+    // Enqueued after the root ended: upstream_failed at once, so the key was free to take.
+    const [dep] = await ids(store, [newTask({ name: "k", dedupe: "same", needs: [{ id: root! }] })]);
+    expect((await must(store, dep!)).outcome).toBe("upstream_failed");
+    const err = await refusedUnchanged(env, () => store.retry(root!), "RATCHET_INVALID_STATE");
+    expect(err.message).toContain(`task ${dep}`);
+    expect(err.message).toContain(`task ${root}`);
+  });
+
   it("§6.2 completing a need releases dependents even when the completion is one of several settlements in one call", async ({
     store,
     expect,
