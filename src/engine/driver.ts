@@ -83,11 +83,6 @@ export class Driver {
     return [...this.#running.keys()];
   }
 
-  /** Tasks claimed ahead of free slots, waiting for one (spec §8.7). */
-  get buffered(): number {
-    return this.#buffer.length;
-  }
-
   /**
    * Claims and starts up to `limit` tasks; returns how many it started or buffered. With prefetch,
    * buffered tasks start first, and a claim runs only once the buffer is down to half.
