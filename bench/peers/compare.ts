@@ -32,6 +32,7 @@
  * show medians, and the JSON (bench/peers/results/) every sample. Runs are interleaved (run 1 of
  * every engine, then run 2, ...) so that drift on a noisy machine hits every engine alike.
  */
+import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir, totalmem } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -50,6 +51,9 @@ import {
 } from "./adapter.js";
 import { type Needs, QUEUE_ENGINES, STEPS_ENGINES } from "./engines.js";
 import { type GroupResult, WorkerGroup } from "./procs.js";
+
+/** bench/, where the peers (and their better-sqlite3) are installed. */
+const BENCH_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 const { values: args } = parseArgs({
   options: {
@@ -445,13 +449,21 @@ async function measureW3(key: string, engine: QueueEngine, a: Adapter, local: bo
 }
 
 /**
- * W5: the housekeeping PostgreSQL does after a bulk insert, done before the clock starts, for every
- * PostgreSQL engine alike: `VACUUM (ANALYZE)` of the run's schema. Without it the 200,000-row insert's
- * autovacuum and analyze land in whichever drain happens to run next (one run measured Ratchet on
- * PostgreSQL at 0.2× with 200,000 waiting and 0.8× with 1,000,000, whose longer insert gave
- * autovacuum time to finish first). W5 asks what waiting tasks cost a drain, not what their insert's
- * aftermath costs. (A `wal_checkpoint(TRUNCATE)` of the SQLite file from a third connection left the
- * driver's Ratchet connection reading a stale view in one run, so SQLite files are left as they are.)
+ * W5: the housekeeping a database does after a bulk insert, done before the clock starts, for every
+ * engine alike: `VACUUM (ANALYZE)` of the run's PostgreSQL schema, a `wal_checkpoint(TRUNCATE)` of a
+ * SQLite file. Without it the 200,000-row insert's autovacuum and analyze, or SQLite's checkpoint of
+ * the WAL the insert grew, land in whichever drain happens to run next (one run measured Ratchet on
+ * PostgreSQL at 0.2× with 200,000 waiting and 0.8× with 1,000,000, whose longer insert gave autovacuum
+ * time to finish first). W5 asks what waiting tasks cost a drain, not what their insert's aftermath
+ * costs.
+ *
+ * The SQLite checkpoint runs in a child process on purpose. This process already holds the file open
+ * through Ratchet's copy of SQLite (the root node_modules' better-sqlite3), and `import
+ * "better-sqlite3"` from bench/ is a second copy. Closing a connection of the second copy drops every
+ * POSIX lock this process holds on the file, the first copy's included (sqlite.org/howtocorrupt.html,
+ * section 2.2.1); the next worker to close then believed itself the last connection and deleted the
+ * -wal and -shm, and the driver's connection read its mapping of the deleted -shm, a frozen view, for
+ * the rest of the run (reproduced in one run of this harness and in a 30-line script).
  */
 async function quiesce(a: Adapter): Promise<void> {
   const ref = a.ref();
@@ -463,6 +475,11 @@ async function quiesce(a: Adapter): Promise<void> {
     } finally {
       await c.end();
     }
+  } else if (a.backend === "sqlite" && ref.file) {
+    const script =
+      'const D = require("better-sqlite3"); const db = new D(process.argv[1]);' +
+      'db.pragma("busy_timeout = 10000"); db.pragma("wal_checkpoint(TRUNCATE)"); db.close();';
+    execFileSync(process.execPath, ["-e", script, ref.file], { cwd: BENCH_DIR, stdio: "inherit" });
   }
 }
 
@@ -625,8 +642,7 @@ async function probe(): Promise<Env> {
 function versionOf(pkg: string): string {
   // Read the file directly: some packages (DBOS) do not export their package.json.
   try {
-    const here = dirname(fileURLToPath(import.meta.url));
-    return JSON.parse(readFileSync(join(here, "..", "node_modules", pkg, "package.json"), "utf8")).version;
+    return JSON.parse(readFileSync(join(BENCH_DIR, "node_modules", pkg, "package.json"), "utf8")).version;
   } catch {
     return "not installed";
   }
