@@ -141,6 +141,34 @@ export const CLAIM_COLUMNS = [
 
 export type ClaimRow = Pick<TaskRow, (typeof CLAIM_COLUMNS)[number]>;
 
+/** A ClaimRow from a raw (array) row of CLAIM_COLUMNS, in that order; see SqliteCore.sRaw. */
+export function claimRowFromRaw(a: readonly unknown[]): ClaimRow {
+  return {
+    id: a[0],
+    queue: a[1],
+    name: a[2],
+    version: a[3],
+    input: a[4],
+    status: a[5],
+    priority: a[6],
+    max_ms: a[7],
+    attempts: a[8],
+    epoch: a[9],
+    lease_until: a[10],
+    locked_by: a[11],
+    job: a[12],
+    abort_requested: a[13],
+    started_at: a[14],
+    claimed_at: a[15],
+    owner_id: a[16],
+    scope: a[17],
+    checkpoint: a[18],
+    seat: a[19],
+    rate: a[20],
+    order_key: a[21],
+  } as ClaimRow;
+}
+
 export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {
   return {
     id: r.id,

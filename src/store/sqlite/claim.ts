@@ -2,7 +2,7 @@
 import { decideReclaim } from "../../core/backoff.js";
 import type { StoredError } from "../../core/json.js";
 import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
-import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
+import { type ClaimRow, claimRowFromRaw, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
@@ -115,7 +115,7 @@ function claimMany(
     const chunk = ids.slice(i, i + CLAIM_CHUNK);
     const p: Record<string, unknown> = { ...base };
     bindList("i", chunk, p);
-    const rows = c.s(claimIn(chunk.length)).all(p) as ClaimRow[];
+    const rows = (c.sRaw(claimIn(chunk.length)).all(p) as unknown[][]).map(claimRowFromRaw);
     // RETURNING gives no order: keep the claim order of the selection.
     const at = new Map(chunk.map((id, k) => [id, k]));
     rows.sort((a, b) => at.get(a.id)! - at.get(b.id)!);

@@ -29,6 +29,7 @@ export class SqliteCore {
   constructor(db: Db, clock: Clock) {
     this.db = db;
     this.clock = clock;
+    this.#immediate = db.transaction((fn: () => unknown) => fn()).immediate;
   }
 
   /** Prepared statements are cached by their text. */
@@ -41,11 +42,29 @@ export class SqliteCore {
     return st;
   }
 
+  /**
+   * The same, returning rows as arrays (better-sqlite3's raw mode), for the hot reads whose columns
+   * are fixed: building a 22-key object per row in the driver cost ~4 µs of a ~11 µs claim per task
+   * (20,000 claims of 32 ids on a 20k-row table: 10.7 against 6.9 µs per row).
+   */
+  sRaw(sql: string): Stmt {
+    const key = `raw:${sql}`;
+    let st = this.stmts.get(key);
+    if (!st) {
+      st = this.db.prepare(sql).raw(true);
+      this.stmts.set(key, st);
+    }
+    return st;
+  }
+
+  /** One wrapper for every transaction: `db.transaction(fn)` builds its closures on every call. */
+  readonly #immediate: (fn: () => unknown) => unknown;
+
   /** Runs fn in BEGIN IMMEDIATE; wraps driver errors (principle: no raw errors reach callers). */
   tx<T>(fn: () => T): T {
     if (this.closed) throw new StoreError("the store is closed");
     try {
-      return this.db.transaction(fn).immediate();
+      return this.#immediate(fn) as T;
     } catch (err) {
       if (err instanceof RatchetError) throw err;
       throw new StoreError(`SQLite: ${(err as Error).message}`, { cause: err });
