@@ -157,12 +157,6 @@ function adapter(kind: Kind, t: Targets): Adapter {
     async enqueueDelayed(ps: Payload[], delayMs: number) {
       await b.r.enqueueMany(ps.map((p) => ({ task: noop, input: p, delayMs })));
     },
-    skips:
-      kind === "postgres" && process.env.BENCH_PG_BLOCKED !== "1"
-        ? {
-            w5b: "enqueueing 200,000 dependent tasks on PostgreSQL takes over half an hour (a statement per task, and every dependent updates its predecessor's row: 70,000 in 12 minutes); BENCH_PG_BLOCKED=1 runs it",
-          }
-        : undefined,
     async enqueueBlocked(ps: Payload[]) {
       // Every blocked job needs one blocker, due in a day (spec §6), made by the first call after
       // setup: it counts as one more remaining job (the driver expects it).

@@ -11,6 +11,7 @@ import {
   must,
   newTask,
   refusedUnchanged,
+  unlimited,
 } from "./kit.js";
 
 /** Enqueues root R and a chain B needs R, C needs B (names "r", "t", "t"). */
@@ -39,6 +40,73 @@ export function registerGraphTests(it: Define): void {
     await completeId(store, c!);
     expect(await must(store, d!)).toMatchObject({ status: "pending", needsPending: 0, wakeAt: null });
     await completeId(store, d!);
+  });
+
+  it("§6.1 / §6.2 a batch mixing needs by id and by index, repeated, gives each entry its status, unfinished needs and upstream root", async (env) => {
+    const { store, clock, expect } = env;
+    const [p1, p2, p3] = await ids(store, [
+      newTask({ name: "p1" }),
+      newTask({ name: "p2" }),
+      newTask({ name: "p3" }),
+    ]);
+    await completeId(store, p2!);
+    await failId(store, p3!);
+    const [p4] = await ids(store, [newTask({ name: "p4", needs: [{ id: p3! }] })]);
+    const now = clock.now();
+    const e = await ids(store, [
+      newTask({ name: "e0", needs: [{ id: p1! }, { id: p1! }] }),
+      newTask({ name: "e1", needs: [{ id: p2! }] }),
+      newTask({ name: "e2", needs: [{ id: p3! }, { id: p1! }] }),
+      newTask({ name: "e3", needs: [{ id: p1! }, { id: p4! }] }),
+      newTask({ name: "e4", needs: [{ index: 2 }] }),
+      newTask({ name: "e5", needs: [{ index: 0 }, { index: 1 }, { id: p2! }] }),
+      newTask({ name: "e6", needs: [{ id: p2! }], delayMs: 1_000 }),
+      newTask({ name: "e7", needs: [{ index: 5 }, { index: 5 }] }),
+    ]);
+    const view = async (id: TaskId) => {
+      const t = await must(store, id);
+      return [t.status, t.outcome, t.needsPending, t.error?.message ?? null, t.wakeAt];
+    };
+    const up = `upstream task ${p3} failed`;
+    expect(await Promise.all(e.map(view))).toEqual([
+      ["waiting", null, 1, null, null],
+      ["pending", null, 0, null, null],
+      ["terminal", "upstream_failed", 1, up, null],
+      ["terminal", "upstream_failed", 1, up, null],
+      ["terminal", "upstream_failed", 0, up, null],
+      ["waiting", null, 2, null, null],
+      ["waiting", null, 0, null, now + 1_000],
+      ["waiting", null, 1, null, null],
+    ]);
+    expect((await store.needsOf(e[5]!)).sort((a, b) => a - b)).toEqual(
+      [e[0]!, e[1]!, p2!].sort((a, b) => a - b),
+    );
+    expect(await store.needsOf(e[7]!)).toEqual([e[5]!]);
+    // Each edge counts once on its predecessor: completing it releases the dependents exactly.
+    await completeId(store, p1!);
+    expect(await view(e[0]!)).toEqual(["pending", null, 0, null, null]);
+    await completeId(store, e[0]!);
+    expect((await must(store, e[5]!)).needsPending).toBe(1);
+    await completeId(store, e[1]!);
+    expect(await view(e[5]!)).toEqual(["pending", null, 0, null, null]);
+    await completeId(store, e[5]!);
+    expect(await view(e[7]!)).toEqual(["pending", null, 0, null, null]);
+  });
+
+  it("§6.1 a batch naming a missing task or a later entry in needs is refused and writes nothing", async (env) => {
+    const { store } = env;
+    const [p] = await ids(store, [newTask({ name: "p" })]);
+    await refusedUnchanged(
+      env,
+      () =>
+        store.enqueue([newTask({ needs: [{ id: p! }] }), newTask({ needs: [{ id: 987_654 }] })], unlimited),
+      "RATCHET_NOT_FOUND",
+    );
+    await refusedUnchanged(
+      env,
+      () => store.enqueue([newTask({ needs: [{ id: p! }] }), newTask({ needs: [{ index: 1 }] })], unlimited),
+      "RATCHET_INVALID_STATE",
+    );
   });
 
   it("§6.1 a failure makes every live transitive dependent upstream_failed naming the root, across jobs, in the same call", async ({
