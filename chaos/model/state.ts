@@ -14,8 +14,8 @@ export interface ModelConfig {
   maxDepth: Readonly<Record<string, number>>;
   /** Names with a registered definition; abort of any other ends `orphaned` (spec §12.6). */
   known: readonly string[];
-  /** Only for the harness's own tests: which end of a marked, exhausted task to accept (see `exhaust`). */
-  strictMarkedExhausted?: "failed" | "aborted";
+  /** Only for the harness's own tests: "failed" expects the old end of a marked, exhausted task (see `exhaust`). */
+  strictMarkedExhausted?: "failed";
 }
 
 /** A stored error. `upstream` is a model index; `holder`: the message must name this holder (spec §5.4). */

@@ -1,4 +1,5 @@
 import type { Random } from "./clock.js";
+import type { StoredError } from "./json.js";
 
 /** spec §5.1. */
 export interface RetryPolicy {
@@ -74,4 +75,32 @@ export function decideFailure(
  */
 export function decideReclaim(attempts: number, maxAttempts: number): "claim" | "fail" {
   return attempts >= maxAttempts ? "fail" : "claim";
+}
+
+/**
+ * How a task whose holders used every attempt ends (spec §5.4, §7.2): `failed` with AttemptsExhausted
+ * naming the last holder, or `aborted` when it carries an abort mark. The abort was asked for, and
+ * §7.2 ends a marked task of a dead holder `aborted` without running code.
+ */
+export function deadHolderEnd(
+  attempts: number,
+  holder: string | null,
+  marked: boolean,
+): { outcome: "failed" | "aborted"; error: StoredError } {
+  const last = `last holder ${holder ?? "unknown"}`;
+  return marked
+    ? {
+        outcome: "aborted",
+        error: {
+          name: "Aborted",
+          message: `abort requested; the holder of attempt ${attempts} stopped without settling (crash or kill); ${last}`,
+        },
+      }
+    : {
+        outcome: "failed",
+        error: {
+          name: "AttemptsExhausted",
+          message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); ${last}`,
+        },
+      };
 }

@@ -1,6 +1,5 @@
 /** Claims (spec §3): promotion of due timers, reclaim of expired leases (or failure past maxAttempts), batch claims with SKIP LOCKED. */
-import { decideReclaim } from "../../core/backoff.js";
-import type { StoredError } from "../../core/json.js";
+import { deadHolderEnd, decideReclaim } from "../../core/backoff.js";
 import { admitBatch, parkClaimed } from "../gates.js";
 import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
@@ -34,7 +33,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       if (e.abort_requested === 1 && e.owns === 1 && (await core.inTx(c, parkForDrain(e.id, e.locked_by))))
         continue;
       if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
-        const q = await failDeadHolder(core, c, e.id, e.attempts, e.locked_by);
+        const q = await failDeadHolder(core, c, e.id, e.attempts, e.locked_by, e.abort_requested === 1);
         if (q) lost.set(q, (lost.get(q) ?? 0) - 1);
         continue;
       }
@@ -118,25 +117,26 @@ async function gate(core: PgCore, c: Client, rows: readonly ClaimedRow[], req: C
   return parked;
 }
 
-/** spec §5.4. Returns the queue of the failed task (its live count drops). */
+/**
+ * spec §5.4, §7.2: `failed` (AttemptsExhausted), or `aborted` for a task with an abort mark (see the
+ * SQLite store's failDeadHolder). Returns the queue of the ended task (its live count drops).
+ */
 export async function failDeadHolder(
   core: PgCore,
   c: Client,
   id: TaskId,
   attempts: number,
   holder: string | null,
+  marked: boolean,
 ): Promise<string | null> {
-  const error: StoredError = {
-    name: "AttemptsExhausted",
-    message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
-  };
+  const { outcome, error } = deadHolderEnd(attempts, holder, marked);
   const rows = await core.run<{ queue: string; dependents: number; tree: boolean }>(
     c,
-    `UPDATE ${T} SET status = 'terminal', outcome = 'failed',
+    `UPDATE ${T} SET status = 'terminal', outcome = :outcome::text,
       error = :error, ended_at = :now, lease_until = NULL, locked_by = NULL, updated_at = :now
     WHERE id = :id AND status = 'running' AND lease_until <= :now AND owns = 0
     RETURNING queue, dependents, (owner_id IS NOT NULL OR watched = 1) AS tree`,
-    { id, error: JSON.stringify(error) },
+    { id, outcome, error: JSON.stringify(error) },
   );
   const row = rows[0];
   if (!row) {
@@ -147,12 +147,12 @@ export async function failDeadHolder(
       { id },
     );
     if (owner[0]?.owns === 1) {
-      await core.inTx(c, finish(id, "failed", null, error, attempts));
+      await core.inTx(c, finish(id, outcome, null, error, attempts));
       await core.inTx(c, reconcile([id]));
     }
     return null;
   }
-  await core.event(c, id, "failed", attempts, { error });
+  await core.event(c, id, outcome, attempts, { error });
   if (row.dependents > 0) await core.cascade(c, id);
   if (row.tree) await core.inTx(c, reconcile([id]));
   return row.queue;

@@ -1,6 +1,5 @@
 /** Claiming for the SQLite store: promotion, reclaim of expired leases, round-robin claim. spec §3, §5.4. */
-import { decideReclaim } from "../../core/backoff.js";
-import type { StoredError } from "../../core/json.js";
+import { deadHolderEnd, decideReclaim } from "../../core/backoff.js";
 import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
 import { type ClaimRow, claimRowFromRaw, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
@@ -53,7 +52,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       // A marked holder died: its abort handler waits until its owned work drained (spec §12.5).
       if (e.abort_requested === 1 && e.owns === 1 && c.inTx(parkForDrain(e.id, e.locked_by))) continue;
       if (decideReclaim(e.attempts, e.max_attempts) === "fail") {
-        failDeadHolder(c, e.id, e.attempts, e.locked_by, now);
+        failDeadHolder(c, e.id, e.attempts, e.locked_by, now, e.abort_requested === 1);
         continue;
       }
       const r = claimOne.get({ ...base, id: e.id }) as ClaimRow | undefined;
@@ -124,25 +123,29 @@ function claimMany(
   return out;
 }
 
-/** spec §5.4: every attempt was used by holders that died; fail without running the code again. */
+/**
+ * spec §5.4: every attempt was used by holders that died; end the task without running its code
+ * again: `failed` (AttemptsExhausted), or `aborted` when it carries an abort mark, since the abort is
+ * what was asked for and §7.2 settles a marked task of a dead holder `aborted` (no abort handler runs:
+ * that would be one more run past maxAttempts).
+ */
 function failDeadHolder(
   c: SqliteCore,
   id: TaskId,
   attempts: number,
   holder: string | null,
   now: number,
+  marked: boolean,
 ): void {
-  const error: StoredError = {
-    name: "AttemptsExhausted",
-    message: `gave up after ${attempts} attempts: each holder stopped without settling (crash or kill); last holder ${holder ?? "unknown"}`,
-  };
+  const { outcome, error } = deadHolderEnd(attempts, holder, marked);
   const row = c
-    .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = 'failed', error = :error, ended_at = :now,
+    .s(`UPDATE ratchet_tasks SET status = 'terminal', outcome = :outcome, error = :error, ended_at = :now,
         lease_until = NULL, locked_by = NULL, updated_at = :now
       WHERE id = :id AND status = 'running' AND lease_until <= :now AND owns = 0 RETURNING queue, dependents, owner_id, watched`)
     .get({
       id,
       now,
+      outcome,
       error: JSON.stringify(error),
     }) as { queue: string; dependents: number; owner_id: number | null; watched: number } | undefined;
   if (!row) {
@@ -151,12 +154,12 @@ function failDeadHolder(
       .s("SELECT owns FROM ratchet_tasks WHERE id = ? AND status = 'running' AND lease_until <= ?")
       .get(id, now) as { owns: number } | undefined;
     if (owner?.owns === 1) {
-      c.inTx(finish(id, "failed", null, error, attempts));
+      c.inTx(finish(id, outcome, null, error, attempts));
       c.inTx(reconcile([id]));
     }
     return;
   }
-  c.event(id, now, "failed", attempts, { error });
+  c.event(id, now, outcome, attempts, { error });
   c.bumpLive(row.queue, -1);
   if (row.dependents > 0) c.cascade(id, now);
   if (row.owner_id !== null || row.watched === 1) c.inTx(reconcile([id]));

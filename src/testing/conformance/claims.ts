@@ -149,6 +149,34 @@ export function registerClaimTests(it: Define): void {
     expect(await must(store, dep!)).toMatchObject({ outcome: "upstream_failed" });
   });
 
+  it("§5.4 / §7.2 a marked task whose last lease expires ends aborted at the next claim, not failed, without claiming it", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [id, dep] = await ids(store, [
+      newTask({ maxMs: 1_000, maxAttempts: 1 }),
+      newTask({ needs: [{ index: 0 }] }),
+    ]);
+    await store.claim(claimReq({ workerId: "dead-1" }));
+    expect((await store.abort(id!)).state).toBe("marked");
+    clock.advance(1_000 + GRACE);
+    expect(await store.claim(claimReq({ workerId: "w2" }))).toEqual([]);
+    const t = await must(store, id!);
+    expect(t).toMatchObject({
+      status: "terminal",
+      outcome: "aborted",
+      attempts: 1,
+      lockedBy: null,
+      endedAt: clock.now(),
+    });
+    expect(t.error!.name).toBe("Aborted");
+    expect(t.error!.message).toContain("dead-1");
+    expect((await store.events(id!)).map((e) => e.kind)).toEqual(["abort_requested", "aborted"]);
+    // §7.1: an abort cascades like a failure, in the same transaction.
+    expect(await must(store, dep!)).toMatchObject({ outcome: "upstream_failed" });
+  });
+
   it("§3.1 listReady and claim agree: everything listed is claimable, and nothing else is claimed", async ({
     clock,
     store,
