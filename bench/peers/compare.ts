@@ -74,7 +74,8 @@ if (args.help) {
   process.stdout.write(
     "usage: node --import tsx peers/compare.ts [--quick] [--runs N] [--only a,b] [--skip a,b]\n" +
       "         [--pg-url URL] [--redis-url URL] [--dir PATH]\n" +
-      "  engines: ratchet-sqlite, plainjob, ratchet-pg, graphile-worker, pg-boss, bullmq, dbos\n" +
+      "  engines: ratchet-sqlite, plainjob, ratchet-pg, graphile-worker, pg-boss, bullmq, dbos,\n" +
+      "           floor-sqlite, floor-pg (the least each store allows for W2: peers/floor.ts)\n" +
       "  --quick      2,000 jobs (batches of 100), 100 × 10 steps; a smoke run\n" +
       "  --runs N     measurements per figure (default 3)\n" +
       "  --only/--skip  engines to run / leave out\n" +
@@ -879,6 +880,8 @@ async function main(): Promise<void> {
     ["ratchet-pg", "bullmq"],
     ["ratchet-pg", "dbos"],
     ["ratchet-sqlite", "dbos"],
+    ["ratchet-sqlite", "floor-sqlite"],
+    ["ratchet-pg", "floor-pg"],
   ];
   const ratioFigures = [
     ...QUEUE_FIGURES,

@@ -17,6 +17,9 @@ export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<Q
   },
   "pg-boss": { needs: "postgres", load: async () => (await import("./pg-boss.js")).pgBoss },
   bullmq: { needs: "redis", load: async () => (await import("./bullmq.js")).bullmq },
+  // Not peers: the least each store allows for W2 (floor.ts), the bound the targets are checked against.
+  "floor-sqlite": { needs: "sqlite", load: async () => (await import("./floor.js")).floorSqlite },
+  "floor-pg": { needs: "postgres", load: async () => (await import("./floor.js")).floorPg },
 };
 
 export const STEPS_ENGINES: Record<string, { needs: Needs; make: (t: Targets) => Promise<StepsAdapter> }> = {

@@ -1,0 +1,215 @@
+/**
+ * The floor: the least a durable queue that keeps its rows can do for W2 on each store, measured in
+ * the same harness, so that a target can be checked against what the store itself allows on this
+ * machine (issue 6: "show, with numbers, what physical limit stops them").
+ *
+ * Not an engine anyone would use: one table, no leases that expire, no retries, no results, no
+ * priorities, no events. A job is one row; its life is exactly two row writes, both batched:
+ * - claim: one statement takes up to CLAIM jobs (status 0 → 1) and returns them, one commit;
+ * - completion: one statement marks the whole batch done (status 1 → 2), one commit, sent while the
+ *   next claim is already on its way (PostgreSQL: a second connection), so the store and the worker
+ *   overlap, as Ratchet's settlements and claims do.
+ * The durability is Ratchet's: SQLite in WAL with `synchronous` NORMAL, PostgreSQL with the server's
+ * defaults (`synchronous_commit` on). Any engine that keeps a row per job and commits each state
+ * change does at least this much work per job; graphile-worker deletes its rows instead of keeping
+ * them, which is why it can be compared with but not bounded by this floor.
+ *
+ * Only the W2 figures (and W6, which reads their RSS) run for these engines.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import {
+  type Adapter,
+  loadPeer,
+  type Payload,
+  pgClient,
+  type QueueEngine,
+  rand,
+  type StoreRef,
+  type Targets,
+  type WorkerOptions,
+} from "./adapter.js";
+
+/** Jobs per claim: Ratchet's prefetch in this harness (500) plus its concurrency, rounded. */
+const CLAIM = 500;
+const POLL_MS = 20;
+
+const ONLY_W2 = "the floor measures W2 (and W6) only";
+const SKIPS: Record<string, string> = Object.fromEntries(
+  ["w1-single", "w1-batch", "w3", "w3local", "w5", "w5m", "w5b"].map((id) => [id, ONLY_W2]),
+);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ------------------------------------------------------------------------------------ SQLite
+
+const SQLITE_DDL = `
+CREATE TABLE IF NOT EXISTS floor_jobs (id INTEGER PRIMARY KEY, payload TEXT NOT NULL, status INTEGER NOT NULL DEFAULT 0,
+  locked_by TEXT);
+CREATE INDEX IF NOT EXISTS floor_jobs_ready ON floor_jobs (id) WHERE status = 0;`;
+
+async function openSqlite(file: string): Promise<any> {
+  const bs = await loadPeer("better-sqlite3");
+  const db = new (bs.default ?? bs)(file);
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("busy_timeout = 10000");
+  db.exec(SQLITE_DDL);
+  return db;
+}
+
+async function sqliteAdapter(t: Targets): Promise<Adapter> {
+  let dir = "";
+  let db: any;
+  let insert: any;
+  return {
+    name: "floor (sqlite)",
+    backend: "sqlite",
+    durable: true,
+    notes: `one table, two batched row writes per job (claims of ${CLAIM} in one UPDATE … RETURNING, one UPDATE completing the batch), one commit each; WAL, synchronous NORMAL`,
+    skips: SKIPS,
+    async setup() {
+      dir = mkdtempSync(join(t.tmpDir, "bench-floor-"));
+      db = await openSqlite(join(dir, "floor.db"));
+      insert = db.prepare("INSERT INTO floor_jobs (payload) VALUES (?)");
+    },
+    ref: () => ({ file: join(dir, "floor.db") }),
+    async enqueueOne(p: Payload) {
+      insert.run(JSON.stringify(p));
+    },
+    async enqueueBatch(ps: Payload[]) {
+      db.transaction(() => {
+        for (const p of ps) insert.run(JSON.stringify(p));
+      })();
+    },
+    async remaining() {
+      return db.prepare("SELECT count(*) AS n FROM floor_jobs WHERE status < 2").get().n;
+    },
+    async teardown() {
+      db?.close();
+      db = undefined;
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function sqliteWorker(_t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
+  const db = await openSqlite(ref.file!);
+  const me = `floor-${process.pid}-${rand()}`;
+  const claim = db.prepare(
+    `UPDATE floor_jobs SET status = 1, locked_by = ? WHERE id IN
+       (SELECT id FROM floor_jobs WHERE status = 0 ORDER BY id LIMIT ${CLAIM}) RETURNING id, payload`,
+  );
+  const complete = db.prepare(
+    "UPDATE floor_jobs SET status = 2 WHERE id IN (SELECT value FROM json_each(?))",
+  );
+  const claimTx = db.transaction(() => claim.all(me)).immediate;
+  let stopping = false;
+  const loop = (async () => {
+    while (!stopping) {
+      const rows = claimTx() as { id: number; payload: string }[];
+      if (rows.length === 0) {
+        await sleep(POLL_MS);
+        continue;
+      }
+      for (const r of rows) onJob(JSON.parse(r.payload) as Payload);
+      complete.run(JSON.stringify(rows.map((r) => r.id)));
+      // Let the driver's messages and timers in between batches, as an engine's event loop would.
+      await new Promise<void>((r) => setImmediate(r));
+    }
+  })();
+  return {
+    async stop() {
+      stopping = true;
+      await loop;
+      db.close();
+    },
+  };
+}
+
+// -------------------------------------------------------------------------------- PostgreSQL
+
+async function pgAdapter(t: Targets): Promise<Adapter> {
+  let schema = "";
+  let c: any;
+  return {
+    name: "floor (postgres)",
+    backend: "postgres",
+    durable: true,
+    notes: `one table, two batched row writes per job (claims of ${CLAIM} in one UPDATE … FOR UPDATE SKIP LOCKED … RETURNING, one UPDATE completing the batch on a second connection, overlapping the next claim), one commit each; server defaults (synchronous_commit on)`,
+    skips: SKIPS,
+    async setup() {
+      schema = `bench_floor_${rand()}`;
+      c = await pgClient(t.pgUrl);
+      await c.query(`CREATE SCHEMA "${schema}"`);
+      await c.query(
+        `CREATE TABLE "${schema}".floor_jobs (id bigserial PRIMARY KEY, payload text NOT NULL, status smallint NOT NULL DEFAULT 0, locked_by text)`,
+      );
+      await c.query(`CREATE INDEX ON "${schema}".floor_jobs (id) WHERE status = 0`);
+    },
+    ref: () => ({ schema }),
+    async enqueueOne(p: Payload) {
+      await c.query(`INSERT INTO "${schema}".floor_jobs (payload) VALUES ($1)`, [JSON.stringify(p)]);
+    },
+    async enqueueBatch(ps: Payload[]) {
+      await c.query(`INSERT INTO "${schema}".floor_jobs (payload) SELECT unnest($1::text[])`, [
+        ps.map((p) => JSON.stringify(p)),
+      ]);
+    },
+    async remaining() {
+      const r = await c.query(`SELECT count(*)::int AS n FROM "${schema}".floor_jobs WHERE status < 2`);
+      return r.rows[0].n;
+    },
+    async teardown() {
+      if (c) {
+        await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+        await c.end().catch(() => {});
+      }
+      c = undefined;
+    },
+  };
+}
+
+async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
+  const claimer = await pgClient(t.pgUrl);
+  const completer = await pgClient(t.pgUrl);
+  const s = `"${ref.schema}".floor_jobs`;
+  const me = `floor-${process.pid}-${rand()}`;
+  let stopping = false;
+  let completing: Promise<unknown> = Promise.resolve();
+  const loop = (async () => {
+    while (!stopping) {
+      const res = await claimer.query({
+        name: "floor-claim",
+        text: `UPDATE ${s} SET status = 1, locked_by = $1 WHERE id IN
+          (SELECT id FROM ${s} WHERE status = 0 ORDER BY id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED) RETURNING id, payload`,
+        values: [me],
+      });
+      const rows = res.rows as { id: string; payload: string }[];
+      if (rows.length === 0) {
+        await sleep(POLL_MS);
+        continue;
+      }
+      for (const r of rows) onJob(JSON.parse(r.payload) as Payload);
+      // One completion in flight at a time, overlapping the next claim.
+      await completing;
+      completing = completer.query({
+        name: "floor-complete",
+        text: `UPDATE ${s} SET status = 2 WHERE id = ANY($1::bigint[])`,
+        values: [rows.map((r) => r.id)],
+      });
+    }
+    await completing;
+  })();
+  return {
+    async stop() {
+      stopping = true;
+      await loop;
+      await claimer.end();
+      await completer.end();
+    },
+  };
+}
+
+export const floorSqlite: QueueEngine = { adapter: sqliteAdapter, startWorker: sqliteWorker };
+export const floorPg: QueueEngine = { adapter: pgAdapter, startWorker: pgWorker };
