@@ -18,20 +18,23 @@ export function loadSteps(c: SqliteCore, taskId: TaskId): Map<string, unknown> {
   });
 }
 
-/** spec §4.2: per item, the fenced touch and the insert; one transaction for all. */
+/**
+ * spec §4.2: per item, the fence check and the insert; one transaction for all. The check is a read:
+ * the IMMEDIATE transaction holds the write lock, so no claim can come between it and the insert.
+ * It used to touch updated_at, which put the task rows' pages in every commit: a batch of 16 steps
+ * took ~450-540 µs against ~345 µs with the read (micro-benchmark, 16 tasks, 3,000 batches).
+ */
 export function commitSteps(c: SqliteCore, items: readonly StepWrite[]): SettleResult[] {
   if (items.length === 0) return [];
   return c.tx(() => {
     const now = c.now();
-    const touch = c.s(
-      `UPDATE ratchet_tasks SET updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING attempts`,
-    );
+    const touch = c.s(`SELECT attempts FROM ratchet_tasks WHERE ${FENCE} AND abort_requested = :mark`);
     // OR IGNORE: repeating a commit whose acknowledgement was lost changes nothing.
     const insert = c.s(
       "INSERT OR IGNORE INTO ratchet_steps (task_id, name, result, attempt, created_at) VALUES (?, ?, ?, ?, ?)",
     );
     return items.map((w) => {
-      const row = touch.get({ id: w.fence.taskId, token: w.fence.token, now, mark: markOf(w.fence) }) as
+      const row = touch.get({ id: w.fence.taskId, token: w.fence.token, mark: markOf(w.fence) }) as
         | { attempts: number }
         | undefined;
       if (!row) return c.why(w.fence);
