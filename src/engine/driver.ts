@@ -125,6 +125,23 @@ export class Driver {
     return started + claimed.length;
   }
 
+  /**
+   * A free slot and nothing buffered: a task claimed for this worker by an enqueue (spec §8.8)
+   * would start at once, and no task claimed earlier waits for that slot.
+   */
+  canAdopt(): boolean {
+    return !this.#stopping && this.#buffer.length === 0 && this.#running.size < this.#o.concurrency;
+  }
+
+  /** Runs a task an enqueue claimed for this worker (spec §8.8), as if this driver had claimed it. */
+  adopt(task: ClaimedTask): void {
+    this.#o.onClaimed?.([task]);
+    if (this.#stopping) this.#release(task);
+    else if (this.#running.size < this.#o.concurrency) this.#start(task);
+    // A slot filled between the enqueue's check and its commit: the task waits like a prefetched one.
+    else this.#buffer.push({ task, at: performance.now() });
+  }
+
   /** Starts the oldest buffered task that is still fresh; gives back stale ones. False when none. */
   #startBuffered(): boolean {
     for (;;) {

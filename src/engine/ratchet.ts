@@ -282,7 +282,21 @@ export class Ratchet {
       resolve: (task) => this.#resolve(task),
     });
     await this.#flushDefinitions();
-    const res = await this.store.enqueue(batch, { maxDepth: this.#o.maxDepth });
+    // spec §8.8: one task, beside this process's worker with a free slot, may be claimed for it at once.
+    const w = this.#worker;
+    const handoff =
+      batch.length === 1 && w && !w.stop && w.driver.canAdopt()
+        ? {
+            workerId: this.workerId,
+            queues: this.#queues(w.queues),
+            names: this.#names(),
+            leaseGraceMs: this.#o.leaseGraceMs,
+          }
+        : undefined;
+    const res = await this.store.enqueue(batch, { maxDepth: this.#o.maxDepth, handoff });
+    const claimed = res[0]?.claimed;
+    // The driver outlives stop(): a task claimed as it stopped is released by it (spec §8.2).
+    if (claimed && w) w.driver.adopt(claimed);
     this.#wakeup.notify();
     return entries.map((_, i) => res[position[i]!]!.id);
   }

@@ -164,6 +164,20 @@ export interface NewChild {
 export interface EnqueueOptions {
   /** Admission limit per queue (spec §2.7). */
   maxDepth(queue: string): number;
+  /**
+   * spec §8.8: a worker of this process with a free slot. A store that supports hand-off claims a
+   * single new task for it in the enqueue's transaction when the task is first in line; a store
+   * may ignore it.
+   */
+  handoff?: HandoffRequest;
+}
+
+/** Who a handed-off task is claimed for (spec §8.8): the fields of a ClaimRequest that apply. */
+export interface HandoffRequest {
+  workerId: string;
+  queues: readonly string[];
+  names: readonly string[];
+  leaseGraceMs: number;
 }
 
 export interface Enqueued {
@@ -171,6 +185,8 @@ export interface Enqueued {
   /** True when a live or completed task with the same (queue, dedupe) existed; nothing was written. */
   deduped: boolean;
   status: Status;
+  /** spec §8.8: the task, claimed for the hand-off's worker in the enqueue's transaction. */
+  claimed?: ClaimedTask;
 }
 
 export interface ClaimRequest {

@@ -5,8 +5,10 @@ import type { Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
 import { flowAfter, flowBefore } from "../flow.js";
 import { applyGates } from "../gates.js";
-import type { Enqueued, EnqueueOptions, NeedRef, NewTask, TaskRecord } from "../store.js";
+import { claimRowFromRaw, toClaimed } from "../rows.js";
+import type { Enqueued, EnqueueOptions, HandoffRequest, NeedRef, NewTask, TaskRecord } from "../store.js";
 import { type SqliteCore, upstreamError } from "./core.js";
+import { ANY_DUE, ANY_EXPIRED, claimIn } from "./sql.js";
 
 /** spec §2.2–§2.8. The whole batch is one transaction; any throw rolls it back. */
 export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueOptions): Enqueued[] {
@@ -84,8 +86,35 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
       if (depth + n > max) throw new QueueFullError(queue, depth, max, n);
       c.bumpLive(queue, n);
     }
+    if (opts.handoff && batch.length === 1) handoff(c, batch[0]!, out[0]!, opts.handoff, now);
     return out;
   });
+}
+
+/**
+ * spec §8.8: claims the task just enqueued for a worker of this process, in the enqueue's own
+ * transaction, when that worker would claim it next anyway: a plain task (no needs, delay, gates,
+ * flow key) of a queue and name it serves, with nothing ahead of it in claim order (§3.5): no
+ * pending task of its queue before it, no expired lease (reclaimed first), no due timer (promoted
+ * first). One transaction instead of two (the enqueue, then the woken worker's claim): a task
+ * enqueued beside an idle worker started ~0.56 ms after the enqueue began, of which ~0.23 ms was that
+ * claim (W3 in the enqueuer's process, 200/s).
+ */
+function handoff(c: SqliteCore, t: NewTask, e: Enqueued, h: HandoffRequest, now: number): void {
+  if (e.deduped || e.status !== "pending" || t.gates || t.flow) return;
+  if (!h.queues.includes(t.queue) || !h.names.includes(t.name)) return;
+  const ahead = c
+    .s(
+      `SELECT 1 FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND (order_key, id) < (:ok, :id) LIMIT 1`,
+    )
+    .get({ queue: t.queue, ok: now - t.priority * 360_000, id: e.id });
+  if (ahead) return;
+  if (c.s(ANY_DUE).get({ now })) return;
+  if (c.s(ANY_EXPIRED).get({ now })) return;
+  const rows = c.sRaw(claimIn(1)).all({ now, grace: h.leaseGraceMs, worker: h.workerId, i0: e.id }) as unknown[][];
+  if (rows.length !== 1) return;
+  e.status = "running";
+  e.claimed = toClaimed(claimRowFromRaw(rows[0]!), false);
 }
 
 /** Resolve predecessors (spec §2.5) to distinct task ids, in order. */

@@ -81,3 +81,6 @@ export const PROMOTE_BATCH = 1000;
  * materialises the subquery first), against ~2 µs for this probe (measured on 20k pending rows).
  */
 export const ANY_DUE = `SELECT 1 FROM ratchet_tasks WHERE status = 'waiting' AND wake_at <= :now LIMIT 1`;
+
+/** Has any lease expired? (index ratchet_tasks_lease; a hand-off waits for the reclaim, spec §8.8). */
+export const ANY_EXPIRED = `SELECT 1 FROM ratchet_tasks WHERE status = 'running' AND lease_until <= :now LIMIT 1`;
