@@ -30,9 +30,7 @@ export async function enqueue(
   if (batch.length > 1 && batch.every(linkable)) return enqueueLinked(core, batch, opts);
   return core.tx(async (c) => {
     const queues = [...new Set(batch.map((t) => t.queue))].sort();
-    // Admission control is exact: enqueues of one queue serialise on its advisory lock.
-    for (const q of queues)
-      await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-queue:${core.schema}:${q}`]);
+    await lockQueues(core, c, queues);
     const out: Enqueued[] = [];
     const added = new Map<string, number>();
     let anyPending = false;
@@ -86,10 +84,7 @@ export async function enqueue(
           if (!dep) throw new NotFoundError(`task ${id} (named in needs)`);
           if (dep.status !== "terminal") pending++;
           else if (dep.outcome !== "completed" && upstream === null) {
-            upstream =
-              dep.outcome === "upstream_failed"
-                ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id)
-                : id;
+            upstream = rootOf(dep, id);
           }
         }
       }
@@ -148,17 +143,40 @@ export async function enqueue(
       if (row.status === "pending") anyPending = true;
       out.push({ id: row.id, deduped: false, status: row.status });
     }
-    for (const q of queues) {
-      const n = added.get(q) ?? 0;
-      if (n === 0) continue;
-      const depth = await queueLive(core, c, q);
-      const max = opts.maxDepth(q);
-      if (depth + n > max) throw new QueueFullError(q, depth, max, n);
-      await core.bumpLive(c, new Map([[q, n]]));
-    }
-    if (anyPending) await core.notify(c);
+    await admit(core, c, queues, added, opts, anyPending);
     return out;
   });
+}
+
+/** Admission control is exact: enqueues of one queue serialise on its advisory lock, taken in name order. */
+async function lockQueues(core: PgCore, c: Client, queues: readonly string[]): Promise<void> {
+  for (const q of queues)
+    await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-queue:${core.schema}:${q}`]);
+}
+
+/** spec §2.7: the batch's live tasks per queue against maxDepth (a full queue throws, rolling back all); then the counters and the notify. */
+async function admit(
+  core: PgCore,
+  c: Client,
+  queues: readonly string[],
+  added: ReadonlyMap<string, number>,
+  opts: EnqueueOptions,
+  anyPending: boolean,
+): Promise<void> {
+  for (const q of queues) {
+    const n = added.get(q) ?? 0;
+    if (n === 0) continue;
+    const depth = await queueLive(core, c, q);
+    const max = opts.maxDepth(q);
+    if (depth + n > max) throw new QueueFullError(q, depth, max, n);
+    await core.bumpLive(c, new Map([[q, n]]));
+  }
+  if (anyPending) await core.notify(c);
+}
+
+/** The root to name for a need that ended other than completed: an upstream_failed one carries its own (spec §6.1). */
+function rootOf(dep: { outcome: Outcome | null; error: string | null }, id: number): number {
+  return dep.outcome === "upstream_failed" ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id) : id;
 }
 
 /** An entry the set-based path takes: needs by id or by earlier batch index, and nothing else special. */
@@ -193,8 +211,7 @@ async function enqueueLinked(
 ): Promise<Enqueued[]> {
   return core.tx(async (c) => {
     const queues = [...new Set(batch.map((t) => t.queue))].sort();
-    for (const q of queues)
-      await c.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-queue:${core.schema}:${q}`]);
+    await lockQueues(core, c, queues);
     const outside = [...new Set(batch.flatMap((t) => t.needs.flatMap((r) => ("id" in r ? [r.id] : []))))];
     const known = new Map<number, { status: string; outcome: Outcome | null; error: string | null }>();
     if (outside.length > 0) {
@@ -227,10 +244,7 @@ async function enqueueLinked(
           if (!dep) throw new NotFoundError(`task ${need} (named in needs)`);
           if (dep.status !== "terminal") pending++;
           else if (dep.outcome !== "completed" && upstream === null) {
-            upstream =
-              dep.outcome === "upstream_failed"
-                ? (fromJson<StoredError | null>(dep.error)?.upstream ?? need)
-                : need;
+            upstream = rootOf(dep, need);
           }
         } else {
           // An entry of this batch is new: unfinished, unless it is upstream_failed already.
@@ -311,15 +325,7 @@ async function enqueueLinked(
       if (r.status !== "terminal") added.set(q, (added.get(q) ?? 0) + 1);
       if (r.status === "pending") anyPending = true;
     });
-    for (const q of queues) {
-      const n = added.get(q) ?? 0;
-      if (n === 0) continue;
-      const depth = await queueLive(core, c, q);
-      const max = opts.maxDepth(q);
-      if (depth + n > max) throw new QueueFullError(q, depth, max, n);
-      await core.bumpLive(c, new Map([[q, n]]));
-    }
-    if (anyPending) await core.notify(c);
+    await admit(core, c, queues, added, opts, anyPending);
     return inserted.map((r) => ({ id: r.id, deduped: false, status: r.status }));
   });
 }
