@@ -111,7 +111,9 @@ function handoff(c: SqliteCore, t: NewTask, e: Enqueued, h: HandoffRequest, now:
   if (ahead) return;
   if (c.s(ANY_DUE).get({ now })) return;
   if (c.s(ANY_EXPIRED).get({ now })) return;
-  const rows = c.sRaw(claimIn(1)).all({ now, grace: h.leaseGraceMs, worker: h.workerId, i0: e.id }) as unknown[][];
+  const rows = c
+    .sRaw(claimIn(1))
+    .all({ now, grace: h.leaseGraceMs, worker: h.workerId, i0: e.id }) as unknown[][];
   if (rows.length !== 1) return;
   e.status = "running";
   e.claimed = toClaimed(claimRowFromRaw(rows[0]!), false);
