@@ -179,6 +179,22 @@ function rootOf(dep: { outcome: Outcome | null; error: string | null }, id: numb
   return dep.outcome === "upstream_failed" ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id) : id;
 }
 
+/** The batch's columns as arrays, bound to the set-based statements (unnest). */
+function columns(batch: readonly NewTask[]) {
+  const col = <K extends keyof NewTask>(k: K) => batch.map((t) => t[k]);
+  return {
+    queue: col("queue"),
+    name: col("name"),
+    version: col("version"),
+    input: col("input"),
+    priority: col("priority"),
+    max_ms: col("maxMs"),
+    max_attempts: col("maxAttempts"),
+    delay: batch.map((t) => Math.max(0, Math.round(t.delayMs))),
+    job: col("job"),
+  };
+}
+
 /** An entry the set-based path takes: needs by id or by earlier batch index, and nothing else special. */
 function linkable(t: NewTask): boolean {
   return (
@@ -256,7 +272,6 @@ async function enqueueLinked(
       }
       plan.push({ needs, pending, upstream });
     }
-    const col = <K extends keyof NewTask>(k: K) => batch.map((t) => t[k]);
     const inserted = await core.run<{ id: number; status: TaskRecord["status"] }>(
       c,
       `
@@ -279,18 +294,10 @@ async function enqueueLinked(
         RETURNING id, status)
       SELECT id, status FROM ins ORDER BY id`,
       {
-        queue: col("queue"),
-        name: col("name"),
-        version: col("version"),
-        input: col("input"),
-        priority: col("priority"),
-        max_ms: col("maxMs"),
-        max_attempts: col("maxAttempts"),
-        delay: batch.map((t) => Math.max(0, Math.round(t.delayMs))),
+        ...columns(batch),
         pending: plan.map((p) => p.pending),
         upstream: plan.map((p) => p.upstream),
         error: plan.map((p) => (p.upstream === null ? null : upstreamError(p.upstream))),
-        job: col("job"),
       },
     );
     if (inserted.length !== batch.length) throw new StoreError("enqueue inserted fewer rows than the batch");
@@ -390,18 +397,9 @@ export async function enqueueSimple(
       core.c(`SELECT task_id, deduped, task_status FROM {s}.enqueue_batch(:queue::text[], :name::text[],
       :version::int[], :input::text[], :priority::int[], :max_ms::bigint[], :max_attempts::int[], :delay::bigint[],
       :dedupe::text[], :job::text[], :max_depth::bigint[], :shard, :now_override, :channel)`);
-    const col = <K extends keyof NewTask>(k: K) => batch.map((t) => t[k]);
     const values = bind(c2, {
-      queue: col("queue"),
-      name: col("name"),
-      version: col("version"),
-      input: col("input"),
-      priority: col("priority"),
-      max_ms: col("maxMs"),
-      max_attempts: col("maxAttempts"),
-      delay: batch.map((t) => Math.max(0, Math.round(t.delayMs))),
-      dedupe: col("dedupe"),
-      job: col("job"),
+      ...columns(batch),
+      dedupe: batch.map((t) => t.dedupe),
       max_depth: batch.map((t) => opts.maxDepth(t.queue)),
       shard: core.shard,
       now_override: core.clock ? core.clock.now() : null,
