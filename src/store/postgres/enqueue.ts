@@ -2,6 +2,7 @@
 import type pg from "pg";
 import { fromJson, type StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
+import { AGING_STEP_MS } from "../../core/priority.js";
 import {
   InvalidStateError,
   NotFoundError,
@@ -94,7 +95,7 @@ export async function enqueue(
         INSERT INTO ${T} (queue, name, version, input, status, outcome, error, priority, order_key, max_ms, max_attempts,
           run_after, wake_at, needs_pending, dedupe_key, job, created_at, updated_at, ended_at, scope)
         SELECT :queue::text, :name::text, :version::int, :input::text, s.status, :outcome::text, :error::text, :priority::int,
-          :now - :priority::bigint * 360000, :max_ms::bigint, :max_attempts::int, :now + :delay::bigint,
+          :now - :priority::bigint * ${AGING_STEP_MS}, :max_ms::bigint, :max_attempts::int, :now + :delay::bigint,
           CASE WHEN s.status = 'waiting' AND :pending::int = 0 THEN :now + :delay::bigint END,
           :pending::int, :dedupe::text, :job::text, :now, :now, CASE WHEN :upstream::bigint IS NOT NULL THEN :now END, :scope::text
         FROM (SELECT CASE WHEN :upstream::bigint IS NOT NULL THEN 'terminal'
@@ -287,7 +288,7 @@ async function enqueueLinked(
           run_after, wake_at, needs_pending, job, created_at, updated_at, ended_at)
         SELECT y.q, y.nm, y.v, y.inp, y.st, CASE WHEN y.up IS NOT NULL THEN 'upstream_failed' END,
           y.er,
-          y.pr, y.t - y.pr::bigint * 360000, y.mm, y.ma, y.t + y.dl,
+          y.pr, y.t - y.pr::bigint * ${AGING_STEP_MS}, y.mm, y.ma, y.t + y.dl,
           CASE WHEN y.st = 'waiting' AND y.pe = 0 THEN y.t + y.dl END, y.pe, y.jb, y.t, y.t,
           CASE WHEN y.up IS NOT NULL THEN y.t END
         FROM y ORDER BY y.ord

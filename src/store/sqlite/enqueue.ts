@@ -2,6 +2,7 @@
 import type Database from "better-sqlite3";
 import { fromJson, type StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
+import { orderKey } from "../../core/priority.js";
 import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
 import { flowAfter, flowBefore } from "../flow.js";
 import { applyGates } from "../gates.js";
@@ -58,7 +59,7 @@ export function enqueue(c: SqliteCore, batch: readonly NewTask[], opts: EnqueueO
         outcome: upstream !== null ? "upstream_failed" : null,
         error: upstream !== null ? upstreamError(upstream) : null,
         priority: t.priority,
-        order_key: now - t.priority * 360_000,
+        order_key: orderKey(now, t.priority),
         max_ms: t.maxMs,
         max_attempts: t.maxAttempts,
         run_after: runAfter,
@@ -107,7 +108,7 @@ function handoff(c: SqliteCore, t: NewTask, e: Enqueued, h: HandoffRequest, now:
     .s(
       `SELECT 1 FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND (order_key, id) < (:ok, :id) LIMIT 1`,
     )
-    .get({ queue: t.queue, ok: now - t.priority * 360_000, id: e.id });
+    .get({ queue: t.queue, ok: orderKey(now, t.priority), id: e.id });
   if (ahead) return;
   if (c.s(ANY_DUE).get({ now })) return;
   if (c.s(ANY_EXPIRED).get({ now })) return;
