@@ -63,6 +63,10 @@ forEachBackend(() => {
       expect(claimed.map((c) => (c.input as { tenant: string }).tenant).sort()).toEqual(["a", "a", "b", "b"]);
       const parked = (await Promise.all(ids.map((id) => r.get(id)))).filter((x) => x!.waitOn === "seat");
       expect(parked.length).toBe(7);
+      // Parked as if never claimed: no attempt used, no start or claim time (PostgreSQL claims, then parks back).
+      expect(parked.map((x) => [x!.attempts, x!.startedAt, x!.claimedAt])).toEqual(
+        Array.from({ length: 7 }, () => [0, null, null]),
+      );
       const why = await r.explain(parked[0]!.id);
       expect(why.reason).toMatchObject({ kind: "seat", limit: 2 });
       expect(why.text).toMatch(/waiting for a seat of "call:[ab]" \(limit 2\), held by tasks: \d+, \d+/);
