@@ -114,7 +114,8 @@ export class WorkerGroup {
     await bundle();
     const children = Array.from({ length: procs }, () =>
       fork(BUNDLE, [key, JSON.stringify(t), JSON.stringify(ref)], {
-        execArgv: [],
+        // BENCH_WORKER_ARGS: node flags for the worker processes only, e.g. "--cpu-prof --cpu-prof-dir=prof".
+        execArgv: (process.env.BENCH_WORKER_ARGS ?? "").split(" ").filter(Boolean),
         stdio: ["ignore", "inherit", "inherit", "ipc"],
       }),
     );
@@ -174,6 +175,11 @@ export class WorkerGroup {
   }
 
   kill(): void {
-    for (const c of this.#children) if (c.exitCode === null) c.kill("SIGKILL");
+    const now = () => {
+      for (const c of this.#children) if (c.exitCode === null) c.kill("SIGKILL");
+    };
+    // With BENCH_WORKER_ARGS (a profile, say), a worker that reported may still be writing it as it exits.
+    if (process.env.BENCH_WORKER_ARGS && this.#done.every(Boolean)) setTimeout(now, 10_000).unref();
+    else now();
   }
 }
