@@ -136,19 +136,22 @@ export async function settle(core: PgCore, items: readonly Settlement[]): Promis
   });
 }
 
-/** Fenced completion of many tasks in one statement; returns the rows it changed by id. */
+/**
+ * Fenced completion of many tasks in one statement; returns the items it applied, keyed by
+ * id:token, with what settle still has to do for them (release dependents, reconcile a tree).
+ */
 export async function completeMany(
   core: PgCore,
   c: Client,
   items: Extract<Settlement, { kind: "complete" }>[],
-): Promise<Map<string, { queue: string; dependents: number; tree: boolean }>> {
+): Promise<Map<string, { dependents: number; tree: boolean }>> {
   /** Keyed by id:token, so two settlements of one task in a batch are told apart by their fence. */
-  const out = new Map<string, { queue: string; dependents: number; tree: boolean }>();
+  const out = new Map<string, { dependents: number; tree: boolean }>();
   if (items.length === 0) return out;
   const rows = await core.run<{
-    id: number;
+    applied: number;
+    id: number | null;
     token: number;
-    queue: string;
     dependents: number;
     tree: boolean;
   }>(
@@ -162,6 +165,11 @@ export async function completeMany(
     // rows compared) behind 200,000 future tasks, which made prefetch batches quadratic (W5 on
     // PostgreSQL drained at 0.4× its rate without them). A repeated id takes its first item; the
     // others go through settleOne, which fences them on their own.
+    //
+    // Rows come back only where settle has more to do: every applied row when some item was not
+    // applied (settle must know which), else only those with dependents or in a tree; the first
+    // row always carries the count. Returning all 500 rows of a batch cost ~4 µs per task in the
+    // server's output and pg's parsing (bench: 36.4 against 32.2 µs per completed task, sequential).
     `WITH done AS (
        UPDATE ${T} t SET status = 'terminal', outcome = 'completed',
          result = (:results::text[])[array_position(:ids::bigint[], t.id)], ended_at = :now,
@@ -174,17 +182,24 @@ export async function completeMany(
        INSERT INTO {s}.ratchet_queue_counts (queue, shard, live)
        SELECT queue, :shard::int, -count(*) FROM done GROUP BY queue ORDER BY queue
        ON CONFLICT (queue, shard) DO UPDATE SET live = {s}.ratchet_queue_counts.live + excluded.live
-       RETURNING 1)
-     SELECT * FROM done`,
+       RETURNING 1),
+     n AS MATERIALIZED (SELECT count(*)::int AS applied FROM done)
+     SELECT n.applied, d.id, d.token, d.dependents, d.tree FROM n
+     LEFT JOIN done d ON n.applied < :total::int OR d.dependents > 0 OR d.tree`,
     {
       ids: items.map((s) => s.fence.taskId),
       tokens: items.map((s) => s.fence.token),
       results: items.map((s) => s.result),
       shard: core.shard,
+      total: items.length,
     },
   );
+  if (rows[0]?.applied === items.length) {
+    // Every item applied (so no id repeats): the rows returned are the ones with more to do.
+    for (const s of items) out.set(`${s.fence.taskId}:${s.fence.token}`, { dependents: 0, tree: false });
+  }
   for (const r of rows)
-    out.set(`${r.id}:${r.token}`, { queue: r.queue, dependents: r.dependents, tree: r.tree });
+    if (r.id !== null) out.set(`${r.id}:${r.token}`, { dependents: r.dependents, tree: r.tree });
   return out;
 }
 

@@ -81,6 +81,34 @@ export function registerSettleTests(it: Define): void {
     expect([dep.status, dep.needsPending]).toEqual(["waiting", 1]);
   });
 
+  it("§3.7 / §6.2 a settle batch with a refused completion applies the others, each answered on its own", async ({
+    store,
+    expect,
+  }) => {
+    const [a, b, c] = await ids(store, [newTask(), newTask(), newTask()]);
+    const [d] = await ids(store, [newTask({ needs: [{ id: c! }] })]);
+    const claimed = await store.claim(claimReq({ limit: 3 }));
+    expect(claimed.map((t) => t.id)).toEqual([a, b, c]);
+    const [fa, fb, fc] = claimed.map(fenceOf);
+    expect(
+      await store.settle([
+        { kind: "complete", fence: { ...fa!, token: fa!.token + 5 }, result: '"wrong"' },
+        { kind: "complete", fence: fb!, result: '"b"' },
+        { kind: "complete", fence: fc!, result: '"c"' },
+      ]),
+    ).toEqual(["lease_lost", "ok", "ok"]);
+    expect((await must(store, a!)).status).toBe("running");
+    for (const [id, r] of [
+      [b, "b"],
+      [c, "c"],
+    ] as const) {
+      const t = await must(store, id!);
+      expect([t.outcome, t.result]).toEqual(["completed", r]);
+    }
+    // C's completion released its dependent.
+    expect((await must(store, d!)).status).toBe("pending");
+  });
+
   it("§3.7 a holder's writes are refused once its task is settled", async ({ store, expect }) => {
     const [id] = await ids(store, [newTask()]);
     const [c] = await store.claim(claimReq());
