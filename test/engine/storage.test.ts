@@ -144,10 +144,25 @@ forEachBackend((backend) => {
         "UPDATE {s}.ratchet_tasks SET outcome = 'completed' WHERE id = $1",
         "UPDATE {s}.ratchet_tasks SET status = 'terminal' WHERE id = $1",
         "UPDATE {s}.ratchet_tasks SET status = 'blocked' WHERE id = $1",
+        "UPDATE {s}.ratchet_tasks SET status = 'terminal', outcome = 'done' WHERE id = $1",
+        "UPDATE {s}.ratchet_tasks SET held_outcome = 'done' WHERE id = $1",
       ]) {
         await expect(rawSql(loc, sql, [t!.id]), sql).rejects.toThrow();
       }
       expect((await r.get(t!.id))!.status).toBe("pending");
+      // Every allowed value passes (each rule is a list, written differently per store).
+      for (const v of ["completed", "failed", "aborted", "faulted"])
+        await rawSql(loc, "UPDATE {s}.ratchet_tasks SET held_outcome = $1 WHERE id = $2", [v, t!.id]);
+      for (const v of ["completed", "failed", "aborted", "upstream_failed", "orphaned", "faulted"])
+        await rawSql(loc, "UPDATE {s}.ratchet_tasks SET status = 'terminal', outcome = $1 WHERE id = $2", [
+          v,
+          t!.id,
+        ]);
+      for (const v of ["completing", "waiting", "running", "pending"])
+        await rawSql(loc, "UPDATE {s}.ratchet_tasks SET status = $1, outcome = NULL WHERE id = $2", [
+          v,
+          t!.id,
+        ]);
     });
   });
 
@@ -245,6 +260,62 @@ forEachBackend((backend) => {
 });
 
 describe("storage on SQLite (spec §10.2)", () => {
+  it("§10.1 a database at schema 5 migrates to 6 in place: its CHECKs rewritten, its rows and id sequence kept", async () => {
+    const path = tempDbPath();
+    const db = new Database(path);
+    db.exec("CREATE TABLE ratchet_schema (version INTEGER NOT NULL)");
+    for (const m of MIGRATIONS.filter((x) => x.version <= 5)) {
+      db.exec(m.sql!);
+      db.prepare("INSERT INTO ratchet_schema (version) VALUES (?)").run(m.version);
+    }
+    const insert =
+      db.prepare(`INSERT INTO ratchet_tasks (id, queue, name, version, input, status, priority, order_key,
+      max_ms, max_attempts, run_after, created_at, updated_at) VALUES (?, 'default', 'noop', 1, '{"k":1}', 'pending', 0, 0, 1000, 3, 0, 0, 0)`);
+    insert.run(1);
+    insert.run(7);
+    db.prepare("DELETE FROM ratchet_tasks WHERE id = 7").run();
+    db.close();
+
+    const r = await openRatchet([noop], { store: `sqlite:${path}` });
+    expect(await (r.store as SqliteStore).schemaVersion()).toBe(6);
+    const text = (r.store as SqliteStore).db
+      .prepare("SELECT sql FROM sqlite_schema WHERE name = 'ratchet_tasks'")
+      .pluck()
+      .get() as string;
+    expect(text).not.toMatch(/ IN \(/);
+    expect(text).toContain("CHECK (CASE status WHEN 'pending' THEN 1");
+    expect((await r.get(1))!.input).toEqual({ k: 1 });
+    // The sequence was not reset: a deleted id is never given again (spec §1.4).
+    expect(await r.enqueue(noop)).toBe(8);
+    await drain(r);
+    expect((await r.get(1))!.outcome).toBe("completed");
+    expect((r.store as SqliteStore).db.pragma("integrity_check", { simple: true })).toBe("ok");
+  });
+
+  it("§10.1 migration 6 stops, changing nothing, on a table whose CHECK text is not the one it expects", async () => {
+    const path = tempDbPath();
+    const db = new Database(path);
+    db.exec("CREATE TABLE ratchet_schema (version INTEGER NOT NULL)");
+    for (const m of MIGRATIONS.filter((x) => x.version <= 5)) {
+      // A hand-edited schema: one of the three rules written differently.
+      db.exec(m.sql!.replace("CHECK (held_outcome IN (", "CHECK (held_outcome  IN ("));
+      db.prepare("INSERT INTO ratchet_schema (version) VALUES (?)").run(m.version);
+    }
+    const before = db.prepare("SELECT sql FROM sqlite_schema WHERE name = 'ratchet_tasks'").pluck().get();
+    db.close();
+    await expect(
+      Ratchet.open({ store: `sqlite:${path}`, tasks: [noop], logger: silentLogger }),
+    ).rejects.toThrow(/migration 6/);
+    const after = new Database(path);
+    onCleanup(() => {
+      after.close();
+    });
+    expect(after.prepare("SELECT max(version) FROM ratchet_schema").pluck().get()).toBe(5);
+    expect(after.prepare("SELECT sql FROM sqlite_schema WHERE name = 'ratchet_tasks'").pluck().get()).toBe(
+      before,
+    );
+  });
+
   it("§10.2 the SQLite store uses WAL and busy_timeout, synchronous NORMAL by default and FULL on request", async () => {
     const path = tempDbPath();
     const a = await openRatchet([noop], { store: `sqlite:${path}` });

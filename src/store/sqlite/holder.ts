@@ -142,7 +142,7 @@ function completeMany(
 }
 
 /** Completion of n fenced tasks in one statement (bound as :i0/:t0/:r0, …). */
-function completeIn(n: number): string {
+export function completeIn(n: number): string {
   const values = Array.from({ length: n }, (_, j) => `(:i${j}, :t${j}, :r${j})`).join(", ");
   return `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
       lease_until = NULL, locked_by = NULL, updated_at = :now

@@ -101,7 +101,8 @@ export class SqliteStore implements Store {
       if (current > LATEST_VERSION) throw new SchemaTooNewError(current, LATEST_VERSION);
       for (const m of MIGRATIONS) {
         if (m.version <= current) continue;
-        this.db.exec(m.sql);
+        if (m.sql) this.db.exec(m.sql);
+        m.run?.(this.db);
         this.db.prepare("INSERT INTO ratchet_schema (version) VALUES (?)").run(m.version);
       }
     });
