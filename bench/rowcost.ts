@@ -87,21 +87,13 @@ try {
         const t0 = cpuMs();
         db.exec("BEGIN IMMEDIATE");
         const ids = select.all() as number[];
-        const p: Record<string, unknown> = { now, grace: 1_000, worker: "w" };
-        ids.forEach((id, k) => {
-          p[`i${k}`] = id;
-        });
-        const rows = claim.all(p) as unknown[][];
+        const rows = claim.all({ now, grace: 1_000, worker: "w" }, ...ids) as unknown[][];
         db.exec("COMMIT");
         const t1 = cpuMs();
         db.exec("BEGIN IMMEDIATE");
-        const q: Record<string, unknown> = { now };
-        rows.forEach((row, k) => {
-          q[`i${k}`] = row[0];
-          q[`t${k}`] = row[9];
-          q[`r${k}`] = "null";
-        });
-        const completed = complete.all(q).length;
+        // id, token (epoch, column 9 of CLAIM_COLUMNS), result.
+        const values = rows.flatMap((row) => [row[0], row[9], "null"]);
+        const completed = complete.all({ now }, ...values).length;
         db.exec("COMMIT");
         completeMs += cpuMs() - t1;
         claimMs += t1 - t0;

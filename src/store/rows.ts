@@ -141,32 +141,36 @@ export const CLAIM_COLUMNS = [
 
 export type ClaimRow = Pick<TaskRow, (typeof CLAIM_COLUMNS)[number]>;
 
-/** A ClaimRow from a raw (array) row of CLAIM_COLUMNS, in that order; see SqliteCore.sRaw. */
-export function claimRowFromRaw(a: readonly unknown[]): ClaimRow {
+/**
+ * toClaimed of a raw (array) row of CLAIM_COLUMNS, in that order (see SqliteCore.sRaw), without the
+ * intermediate ClaimRow: one object per claimed task instead of two (~200 bytes less garbage per
+ * task in a drain's sampling heap profile).
+ */
+export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean): ClaimedTask {
   return {
-    id: a[0],
-    queue: a[1],
-    name: a[2],
-    version: a[3],
-    input: a[4],
-    status: a[5],
-    priority: a[6],
-    max_ms: a[7],
-    attempts: a[8],
-    epoch: a[9],
-    lease_until: a[10],
-    locked_by: a[11],
-    job: a[12],
-    abort_requested: a[13],
-    started_at: a[14],
-    claimed_at: a[15],
-    owner_id: a[16],
-    scope: a[17],
-    checkpoint: a[18],
-    seat: a[19],
-    rate: a[20],
-    order_key: a[21],
-  } as ClaimRow;
+    id: a[0] as number,
+    queue: a[1] as string,
+    name: a[2] as string,
+    version: a[3] as number,
+    input: fromJson(a[4] as string),
+    status: a[5] as ClaimedTask["status"],
+    priority: a[6] as number,
+    maxMs: a[7] as number,
+    attempts: a[8] as number,
+    epoch: a[9] as number,
+    leaseUntil: a[10] as number | null,
+    lockedBy: a[11] as string | null,
+    job: a[12] as string | null,
+    abortRequested: a[13] === 1,
+    startedAt: a[14] as number | null,
+    claimedAt: a[15] as number | null,
+    ownerId: (a[16] as number | null) ?? null,
+    scope: (a[17] as string | null) ?? null,
+    checkpoint: fromJson((a[18] as string | null) ?? null),
+    seat: (a[19] as string | null) ?? null,
+    rate: a[20] ? fromJson<RateCharge[]>(a[20] as string) : null,
+    reclaimed,
+  };
 }
 
 export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {

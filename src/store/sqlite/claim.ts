@@ -1,7 +1,7 @@
 /** Claiming for the SQLite store: promotion, reclaim of expired leases, round-robin claim. spec §3, §5.4. */
 import { deadHolderEnd, decideReclaim } from "../../core/backoff.js";
 import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
-import { type ClaimRow, claimRowFromRaw, type TaskRow, toClaimed, toRecord } from "../rows.js";
+import { type ClaimRow, claimedFromRaw, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
@@ -91,7 +91,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
             parked++;
           } else take.push(cand.id);
         }
-        for (const r of claimMany(c, take, base)) out.push(toClaimed(r, false));
+        claimMany(c, take, base, out);
         if (parked === 0 || rows.length < want) break;
       }
     }
@@ -108,19 +108,17 @@ function claimMany(
   c: SqliteCore,
   ids: readonly number[],
   base: { now: number; grace: number; worker: string },
-): ClaimRow[] {
-  const out: ClaimRow[] = [];
+  out: ClaimedTask[],
+): void {
   for (let i = 0; i < ids.length; i += CLAIM_CHUNK) {
     const chunk = ids.slice(i, i + CLAIM_CHUNK);
-    const p: Record<string, unknown> = { ...base };
-    bindList("i", chunk, p);
-    const rows = (c.sRaw(claimIn(chunk.length)).all(p) as unknown[][]).map(claimRowFromRaw);
-    // RETURNING gives no order: keep the claim order of the selection.
-    const at = new Map(chunk.map((id, k) => [id, k]));
-    rows.sort((a, b) => at.get(a.id)! - at.get(b.id)!);
-    out.push(...rows);
+    const raw = c.sRaw(claimIn(chunk.length)).all(base, ...chunk) as unknown[][];
+    // RETURNING gives no order: put each row back at its id's place in the selection (no map: a
+    // chunk is at most CLAIM_CHUNK ids), skipping ids another claimer took.
+    const placed: (unknown[] | undefined)[] = new Array(chunk.length);
+    for (const r of raw) placed[chunk.indexOf(r[0] as number)] = r;
+    for (const r of placed) if (r) out.push(claimedFromRaw(r, false));
   }
-  return out;
 }
 
 /**

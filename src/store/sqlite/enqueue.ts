@@ -6,7 +6,7 @@ import { orderKey } from "../../core/priority.js";
 import { InvalidStateError, NotFoundError, QueueFullError, ValidationError } from "../../errors.js";
 import { flowAfter, flowBefore } from "../flow.js";
 import { applyGates } from "../gates.js";
-import { claimRowFromRaw, toClaimed } from "../rows.js";
+import { claimedFromRaw } from "../rows.js";
 import type { Enqueued, EnqueueOptions, HandoffRequest, NeedRef, NewTask, TaskRecord } from "../store.js";
 import { type SqliteCore, upstreamError } from "./core.js";
 import { ANY_DUE, ANY_EXPIRED, claimIn } from "./sql.js";
@@ -114,10 +114,10 @@ function handoff(c: SqliteCore, t: NewTask, e: Enqueued, h: HandoffRequest, now:
   if (c.s(ANY_EXPIRED).get({ now })) return;
   const rows = c
     .sRaw(claimIn(1))
-    .all({ now, grace: h.leaseGraceMs, worker: h.workerId, i0: e.id }) as unknown[][];
+    .all({ now, grace: h.leaseGraceMs, worker: h.workerId }, e.id) as unknown[][];
   if (rows.length !== 1) return;
   e.status = "running";
-  e.claimed = toClaimed(claimRowFromRaw(rows[0]!), false);
+  e.claimed = claimedFromRaw(rows[0]!, false);
 }
 
 /** Resolve predecessors (spec §2.5) to distinct task ids, in order. */

@@ -3,7 +3,7 @@ import { fromJson } from "../../core/json.js";
 import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
 import { reconcile, settleTree } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
-import { FENCE } from "./sql.js";
+import { FENCE, placeholders } from "./sql.js";
 
 /** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
 export const markOf = (f: Fence) => (f.mode === "abort" ? 1 : 0);
@@ -112,45 +112,50 @@ function completeMany(
   });
   for (let k = 0; k < picks.length; k += COMPLETE_CHUNK) {
     const chunk = picks.slice(k, k + COMPLETE_CHUNK);
-    const p: Record<string, unknown> = { now };
-    chunk.forEach((i, j) => {
-      const s = items[i] as Extract<Settlement, { kind: "complete" }>;
-      p[`i${j}`] = s.fence.taskId;
-      p[`t${j}`] = s.fence.token;
-      p[`r${j}`] = s.result;
-    });
-    const rows = c.s(completeIn(chunk.length)).all(p) as {
-      id: number;
-      queue: string;
-      dependents: number;
-      owner_id: number | null;
-      watched: number;
-    }[];
-    const byId = new Map(rows.map((r) => [r.id, r]));
-    for (const i of chunk) {
-      const id = items[i]!.fence.taskId;
-      const row = byId.get(id);
-      if (!row) continue;
+    // Positional values after the named :now (see claimIn for why not :i0, :t0, :r0, …).
+    const values: unknown[] = new Array(chunk.length * 3);
+    const chunkIds: TaskId[] = new Array(chunk.length);
+    for (let j = 0; j < chunk.length; j++) {
+      const s = items[chunk[j]!] as Extract<Settlement, { kind: "complete" }>;
+      chunkIds[j] = s.fence.taskId;
+      values[3 * j] = s.fence.taskId;
+      values[3 * j + 1] = s.fence.token;
+      values[3 * j + 2] = s.result;
+    }
+    // Rows as arrays of COMPLETE_RETURNING; each finds its item by id (unique within a chunk).
+    const rows = c.sRaw(completeIn(chunk.length)).all({ now }, ...values) as unknown[][];
+    for (const row of rows) {
+      const id = row[0] as TaskId;
+      const i = chunk[chunkIds.indexOf(id)]!;
       done[i] = true;
       out[i] = "ok";
-      if (row.owner_id !== null || row.watched === 1) ended.push(id);
-      deltas.set(row.queue, (deltas.get(row.queue) ?? 0) - 1);
-      if (row.dependents > 0) c.releaseDependents(id, now);
+      if (row[3] !== null || row[4] === 1) ended.push(id);
+      const queue = row[1] as string;
+      deltas.set(queue, (deltas.get(queue) ?? 0) - 1);
+      if ((row[2] as number) > 0) c.releaseDependents(id, now);
     }
   }
   return done;
 }
 
-/** Completion of n fenced tasks in one statement (bound as :i0/:t0/:r0, …). */
+/**
+ * Completion of n fenced tasks in one statement: `stmt.all({ now }, id0, token0, result0, id1, …)`.
+ * Returns id, queue, dependents, owner_id, watched. Texts are cached by n.
+ */
 export function completeIn(n: number): string {
-  const values = Array.from({ length: n }, (_, j) => `(:i${j}, :t${j}, :r${j})`).join(", ");
-  return `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
+  let text = completeTexts[n];
+  if (text === undefined) {
+    text = `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
       lease_until = NULL, locked_by = NULL, updated_at = :now
-    FROM (VALUES ${values}) AS v
+    FROM (VALUES ${placeholders(n, "(?, ?, ?)")}) AS v
     WHERE ratchet_tasks.id = v.column1 AND ratchet_tasks.status = 'running' AND ratchet_tasks.epoch = v.column2
       AND ratchet_tasks.abort_requested = 0 AND ratchet_tasks.owns = 0
     RETURNING id, queue, dependents, owner_id, watched`;
+    completeTexts[n] = text;
+  }
+  return text;
 }
+const completeTexts: string[] = [];
 
 function settleOne(
   c: SqliteCore,

@@ -28,9 +28,25 @@ export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = e
  */
 export const CLAIM_ONE = `UPDATE ratchet_tasks SET ${CLAIM_SET} WHERE id = :id AND ${READY} RETURNING ${CLAIM_COLUMNS.join(", ")}`;
 
-/** The claim of several ids at once (bound as :i0, :i1, …), same condition as CLAIM_ONE. */
+/**
+ * The claim of n ids at once, same condition as CLAIM_ONE: the ids are anonymous parameters after
+ * the named ones, `stmt.all({ now, grace, worker }, ...ids)`. Positional, not :i0, :i1, …: a
+ * parameter object of 35 keys per chunk was a dictionary-mode object built key by key, ~350 bytes
+ * of garbage per claimed task (sampling heap profile of a 20,000-task drain). Texts are cached by n.
+ */
 export function claimIn(n: number): string {
-  return CLAIM_ONE.replace("WHERE id = :id", `WHERE id IN ${inList("i", n)}`);
+  let text = claimTexts[n];
+  if (text === undefined) {
+    text = CLAIM_ONE.replace("WHERE id = :id", `WHERE id IN (${placeholders(n, "?")})`);
+    claimTexts[n] = text;
+  }
+  return text;
+}
+const claimTexts: string[] = [];
+
+/** n copies of `one`, comma-separated. */
+export function placeholders(n: number, one: string): string {
+  return Array.from({ length: n }, () => one).join(", ");
 }
 
 /**
