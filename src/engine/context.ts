@@ -182,16 +182,22 @@ export class Invocation implements TaskContext {
   #deadline: number;
   #timer: NodeJS.Timeout | undefined;
   #steps: Map<string, unknown> | undefined;
-  readonly #used = new Set<string>();
+  /** Step and event names this invocation used; made on first use (most tasks use none). */
+  #used: Set<string> | undefined;
   #ended: EndReason | undefined;
+  /** Called once, with the first end reason, synchronously from end(). */
   readonly #onEnd: (r: EndReason) => void;
-  /** Resolves with the first end reason. */
-  readonly ended: Promise<EndReason>;
 
   readonly #def: TaskDefinition | undefined;
   readonly #version: number;
 
-  constructor(task: ClaimedTask, maxMs: number, deps: InvocationDeps, def?: TaskDefinition) {
+  constructor(
+    task: ClaimedTask,
+    maxMs: number,
+    deps: InvocationDeps,
+    def: TaskDefinition | undefined,
+    onEnd: (r: EndReason) => void,
+  ) {
     this.#def = def;
     this.#version = task.version;
     this.taskId = task.id;
@@ -206,9 +212,7 @@ export class Invocation implements TaskContext {
     this.#deps = deps;
     this.#maxMs = maxMs;
     this.#deadline = deps.clock.now() + maxMs;
-    let resolve!: (r: EndReason) => void;
-    this.ended = new Promise((r) => (resolve = r));
-    this.#onEnd = resolve;
+    this.#onEnd = onEnd;
     this.#arm(maxMs);
   }
 
@@ -293,6 +297,7 @@ export class Invocation implements TaskContext {
   #claimName(name: unknown): string {
     const n = checkName(name, "step name");
     const key = this.stepPrefix + n;
+    this.#used ??= new Set();
     if (this.#used.has(key)) throw new DuplicateStepError(n);
     this.#used.add(key);
     return key;
@@ -465,6 +470,7 @@ export class Invocation implements TaskContext {
     this.#live();
     const n = checkName(name, "event name");
     const key = eventResultKey(n);
+    this.#used ??= new Set();
     if (this.#used.has(key)) throw new DuplicateStepError(`waitForEvent:${n}`);
     this.#used.add(key);
     const timeoutMs = opts?.timeoutMs ?? DEFAULT_EVENT_TIMEOUT_MS;

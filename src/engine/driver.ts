@@ -19,8 +19,9 @@
  * or its budget or task cap is used up (spec §8.3).
  */
 import type { ClaimedTask, ClaimLimits, Store } from "../store/store.js";
+import type { Invocation } from "./context.js";
 import type { TaskDefinition } from "./definition.js";
-import { type ExecutorDeps, execute, type Running, type RunReport } from "./executor.js";
+import { type ExecutorDeps, execute, type RunReport } from "./executor.js";
 import type { Wakeup } from "./wakeup.js";
 
 export interface DriverOptions {
@@ -51,9 +52,14 @@ const STALE_SHARE = 0.5;
 
 export class Driver {
   readonly #o: DriverOptions;
-  readonly #running = new Map<number, Running>();
-  /** Settlements not yet committed; a task leaves #running when its slot frees, which can be earlier. */
-  readonly #unsettled = new Set<Promise<RunReport>>();
+  readonly #running = new Map<number, Invocation>();
+  /**
+   * Settlements not yet committed (a count, not a set of promises: see execute); a task leaves
+   * #running when its slot frees, which can be earlier.
+   */
+  #unsettled = 0;
+  /** allSettled() callers, woken when #unsettled drops to 0. */
+  #onSettled: (() => void)[] = [];
   /** Claimed ahead of free slots (spec §8.7), oldest first, with the local time of the claim. */
   #buffer: { task: ClaimedTask; at: number }[] = [];
   #stopping = false;
@@ -70,13 +76,21 @@ export class Driver {
     return this.#running.size;
   }
 
-  active(taskId: number): Running | undefined {
+  /** The invocation of a task running in this driver. */
+  active(taskId: number): Invocation | undefined {
     return this.#running.get(taskId);
   }
 
   /** Settlements started but not yet committed. */
   get unsettled(): number {
-    return this.#unsettled.size;
+    return this.#unsettled;
+  }
+
+  #settledOne(): void {
+    if (--this.#unsettled > 0) return;
+    const waiters = this.#onSettled;
+    this.#onSettled = [];
+    for (const w of waiters) w();
   }
 
   activeIds(): number[] {
@@ -157,14 +171,11 @@ export class Driver {
 
   /** Gives a claimed task back without counting the attempt (spec §8.2, §8.7). */
   #release(task: ClaimedTask): void {
-    const p = this.#o.deps.settler
+    this.#unsettled++;
+    const done = () => this.#settledOne();
+    this.#o.deps.settler
       .submit({ kind: "release", fence: { taskId: task.id, token: task.epoch } })
-      .then(
-        () => "released" as RunReport,
-        () => "released" as RunReport,
-      );
-    this.#unsettled.add(p);
-    void p.then(() => this.#unsettled.delete(p));
+      .then(done, done);
   }
 
   #start(task: ClaimedTask): void {
@@ -174,19 +185,20 @@ export class Driver {
       this.#release(task);
       return;
     }
-    const run = execute(task, def, this.#o.deps);
-    this.#running.set(task.id, run);
-    this.#unsettled.add(run.report);
-    void run.report.then((r) => {
-      this.#unsettled.delete(run.report);
-      this.#o.onReport?.(r, task);
+    this.#unsettled++;
+    const inv = execute(task, def, this.#o.deps, {
+      slotFree: () => {
+        this.#running.delete(task.id);
+        // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
+        if (!this.#stopping) this.#startBuffered();
+        this.#o.wakeup.notify();
+      },
+      settled: (r) => {
+        this.#settledOne();
+        this.#o.onReport?.(r, task);
+      },
     });
-    void run.slotFree.then(() => {
-      this.#running.delete(task.id);
-      // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
-      if (!this.#stopping) this.#startBuffered();
-      this.#o.wakeup.notify();
-    });
+    this.#running.set(task.id, inv);
   }
 
   /** Resolves when some slot frees or after ms. */
@@ -204,7 +216,7 @@ export class Driver {
       await this.#o.wakeup.wait(Math.min(50, deadline - performance.now()));
     }
     const left = [...this.#running.values()];
-    for (const r of left) r.invocation.end({ kind: "shutdown" });
+    for (const inv of left) inv.end({ kind: "shutdown" });
     // Wait for every settlement, including those of tasks whose code returned just before (spec §8.2).
     await this.allSettled();
     this.#running.clear();
@@ -212,6 +224,6 @@ export class Driver {
 
   /** Settlement of everything already started (used by tick). */
   async allSettled(): Promise<void> {
-    while (this.#unsettled.size > 0) await Promise.all([...this.#unsettled]);
+    while (this.#unsettled > 0) await new Promise<void>((resolve) => this.#onSettled.push(resolve));
   }
 }

@@ -563,7 +563,7 @@ export class Ratchet {
   #signal(ids: readonly TaskId[]): void {
     for (const id of ids)
       for (const d of [this.#worker?.driver, ...this.#ticks]) {
-        const inv = d?.active(id)?.invocation;
+        const inv = d?.active(id);
         if (inv && inv.mode === "run") inv.end({ kind: "aborted" });
       }
   }
