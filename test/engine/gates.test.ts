@@ -85,6 +85,31 @@ forEachBackend(() => {
       expect(tr.max.get("b")).toBe(2);
     });
 
+    it("§14.9 a claim of many (PostgreSQL's large-claim statement) parks the rows over a seat as never claimed", async () => {
+      const t = defineTask({
+        name: "bulk",
+        concurrency: { key: () => "k", limit: 3 },
+        run: () => null,
+      });
+      const r = await openRatchet([t]);
+      const ids = await r.enqueueMany(Array.from({ length: 60 }, () => ({ task: t, input: {} })));
+      const claimed = await r.store.claim({
+        workerId: "w",
+        queues: ["default"],
+        names: ["bulk"],
+        limit: 60,
+        leaseGraceMs: 1000,
+        limits: { seats: { bulk: 3 }, rates: {} },
+      });
+      expect(claimed.map((c) => c.id)).toEqual(ids.slice(0, 3));
+      for (const c of claimed)
+        expect([c.attempts, c.startedAt, c.claimedAt !== null]).toEqual([1, c.claimedAt, true]);
+      const parked = await Promise.all(ids.slice(3).map((id) => r.get(id)));
+      expect(parked.map((x) => [x!.waitOn, x!.attempts, x!.startedAt, x!.claimedAt])).toEqual(
+        Array.from({ length: 57 }, () => ["seat", 0, null, null]),
+      );
+    });
+
     it("§14.9 a seat is freed by every way out of running: failure with retry, sleep, waitFor, abort", async () => {
       const log: string[] = [];
       let failed = false;

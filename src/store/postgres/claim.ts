@@ -6,7 +6,7 @@ import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js"
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
-import { CLAIM_ONE, CLAIM_PENDING, LIST_READY, PROMOTE_AND_EXPIRED, T } from "./sql.js";
+import { CLAIM_ONE, claimPending, LIST_READY, PROMOTE_AND_EXPIRED, T } from "./sql.js";
 
 export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]> {
   if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
@@ -61,7 +61,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       // Claimed rows that may not start park again (spec §14.9, §14.10); a few more rounds fill the slots.
       for (let round = 0; round < GATE_ROUNDS && out.length < req.limit; round++) {
         const want = req.limit - out.length;
-        const rows = await core.run<ClaimedRow>(c, CLAIM_PENDING, {
+        const rows = await core.run<ClaimedRow>(c, claimPending(want), {
           ...base,
           queue,
           names: req.names,
