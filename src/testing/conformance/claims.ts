@@ -265,6 +265,28 @@ export function registerClaimTests(it: Define): void {
     expect((await second.claim(claimReq({ limit: 3 }))).map((t) => t.id)).toEqual([...three].reverse());
   });
 
+  it("§3.4 / §3.5 a claim of many takes exactly the first `limit` tasks in claim order and leaves the rest", async ({
+    store,
+    expect,
+  }) => {
+    // Priorities scattered over 70 tasks, so claim order is not id order (PostgreSQL takes the first
+    // few in one statement and the rest in another: the order must hold across the two).
+    const prios = Array.from({ length: 70 }, (_, i) => (i * 37) % 11);
+    const all = await ids(
+      store,
+      prios.map((priority) => newTask({ priority })),
+    );
+    const order = all
+      .map((id, i) => ({ id, p: prios[i]! }))
+      .sort((a, b) => b.p - a.p || a.id - b.id)
+      .map((x) => x.id);
+    const got = await store.claim(claimReq({ limit: 45 }));
+    expect(got.map((t) => t.id)).toEqual(order.slice(0, 45));
+    expect(got.every((t) => t.status === "running" && t.attempts === 1)).toBe(true);
+    const rest = await store.claim(claimReq({ limit: 100 }));
+    expect(rest.map((t) => t.id)).toEqual(order.slice(45));
+  });
+
   it("§3.5 aging: a task waiting one hour outranks a fresh priority +9 task, but not a fresh +11", async ({
     clock,
     store,
