@@ -21,6 +21,12 @@ const T_READY = READY.replaceAll("status", "t.status")
   .replaceAll("wake_at", "t.wake_at");
 const T_CLAIM_COLUMNS = CLAIM_COLUMNS.map((c) => `t.${c}`).join(", ");
 
+/** Timer promotion (spec §3.4), bounded by :promote, as a data-modifying CTE named `promoted`. */
+const PROMOTE_CTE = `promoted AS (
+  UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
+  WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :promote FOR UPDATE SKIP LOCKED)
+  RETURNING 1)`;
+
 /** Claims up to this many take the join form of claimPending, with the limit in the text. */
 export const SMALL_CLAIM = 32;
 
@@ -87,10 +93,7 @@ export function claimFast(limit: number): string {
   let text = fastClaims[limit];
   if (text === undefined) {
     text = `
-WITH promoted AS (
-  UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
-  WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :promote FOR UPDATE SKIP LOCKED)
-  RETURNING 1),
+WITH ${PROMOTE_CTE},
 c AS MATERIALIZED (
   SELECT id, seat, rate, started_at AS prev_started, claimed_at AS prev_claimed FROM ${T}
   WHERE queue = :queue AND status = 'pending' AND name = ANY(:names)
@@ -119,10 +122,7 @@ const fastClaims: string[] = [];
  * five (BEGIN, promote, expired, claim, COMMIT).
  */
 export const PROMOTE_AND_EXPIRED = `
-WITH promoted AS (
-  UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
-  WHERE id IN (SELECT id FROM ${T} WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :promote FOR UPDATE SKIP LOCKED)
-  RETURNING 1)
+WITH ${PROMOTE_CTE}
 SELECT id, locked_by, lease_until, attempts, max_attempts, abort_requested, owns FROM ${T}
 WHERE status = 'running' AND lease_until <= :now AND queue = ANY(:queues) AND name = ANY(:names)
 ORDER BY lease_until LIMIT :limit FOR UPDATE SKIP LOCKED`;
