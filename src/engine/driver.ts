@@ -172,10 +172,10 @@ export class Driver {
   /** Gives a claimed task back without counting the attempt (spec §8.2, §8.7). */
   #release(task: ClaimedTask): void {
     this.#unsettled++;
-    const done = () => this.#settledOne();
-    this.#o.deps.settler
-      .submit({ kind: "release", fence: { taskId: task.id, token: task.epoch } })
-      .then(done, done);
+    // Whatever the answer (a refused fence means the task is no longer ours anyway).
+    this.#o.deps.settler.send({ kind: "release", fence: { taskId: task.id, token: task.epoch } }, () =>
+      this.#settledOne(),
+    );
   }
 
   #start(task: ClaimedTask): void {

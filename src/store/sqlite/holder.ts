@@ -1,5 +1,6 @@
 /** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
 import { fromJson } from "../../core/json.js";
+import { bySize } from "../sized.js";
 import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
 import { reconcile, settleTree } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
@@ -140,22 +141,18 @@ function completeMany(
 
 /**
  * Completion of n fenced tasks in one statement: `stmt.all({ now }, id0, token0, result0, id1, …)`.
- * Returns id, queue, dependents, owner_id, watched. Texts are cached by n.
+ * Returns id, queue, dependents, owner_id, watched.
  */
-export function completeIn(n: number): string {
-  let text = completeTexts[n];
-  if (text === undefined) {
-    text = `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
+export const completeIn = bySize(
+  (
+    n,
+  ) => `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
       lease_until = NULL, locked_by = NULL, updated_at = :now
     FROM (VALUES ${placeholders(n, "(?, ?, ?)")}) AS v
     WHERE ratchet_tasks.id = v.column1 AND ratchet_tasks.status = 'running' AND ratchet_tasks.epoch = v.column2
       AND ratchet_tasks.abort_requested = 0 AND ratchet_tasks.owns = 0
-    RETURNING id, queue, dependents, owner_id, watched`;
-    completeTexts[n] = text;
-  }
-  return text;
-}
-const completeTexts: string[] = [];
+    RETURNING id, queue, dependents, owner_id, watched`,
+);
 
 function settleOne(
   c: SqliteCore,
