@@ -190,6 +190,8 @@ export class Invocation implements TaskContext {
 
   readonly #def: TaskDefinition | undefined;
   readonly #version: number;
+  /** The claim saw that the task never started: it has no stored steps to read. */
+  readonly #fresh: boolean;
 
   constructor(
     task: ClaimedTask,
@@ -200,6 +202,7 @@ export class Invocation implements TaskContext {
   ) {
     this.#def = def;
     this.#version = task.version;
+    this.#fresh = task.fresh;
     this.taskId = task.id;
     this.name = task.name;
     this.queue = task.queue;
@@ -304,7 +307,10 @@ export class Invocation implements TaskContext {
   }
 
   async #stepsLoaded(): Promise<Map<string, unknown>> {
-    if (!this.#steps) this.#steps = await retryStore(() => this.#deps.store.loadSteps(this.taskId));
+    // A fresh task has none (ClaimedTask.fresh): one read transaction less per task of a durable
+    // workflow; 1,000 tasks of 10 steps on SQLite spent ~4 % of their time in those reads.
+    if (!this.#steps)
+      this.#steps = this.#fresh ? new Map() : await retryStore(() => this.#deps.store.loadSteps(this.taskId));
     return this.#steps;
   }
 
@@ -313,9 +319,12 @@ export class Invocation implements TaskContext {
     this.#live();
     const n = this.#claimName(name);
     if (typeof fn !== "function") throw new ValidationError(`step "${n}": fn must be a function`);
-    const steps = await this.#stepsLoaded();
+    // Awaits only what is not there yet: the loaded steps after the first call, a plain value from
+    // fn. Each `await` of a ready value is a microtask turn and a promise; a 10-step task paid ~20.
+    const steps = this.#steps ?? (await this.#stepsLoaded());
     if (steps.has(n)) return steps.get(n) as T;
-    const value = await fn();
+    const out = fn();
+    const value = isThenable(out) ? await out : out;
     this.#live();
     // Unstorable results are errors, never silently truncated (spec §4.6).
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
@@ -522,4 +531,12 @@ export class Invocation implements TaskContext {
   now(): number {
     return this.#deps.clock.now();
   }
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return (
+    (typeof v === "object" || typeof v === "function") &&
+    v !== null &&
+    typeof (v as PromiseLike<unknown>).then === "function"
+  );
 }

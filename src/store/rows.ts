@@ -146,7 +146,7 @@ export type ClaimRow = Pick<TaskRow, (typeof CLAIM_COLUMNS)[number]>;
  * intermediate ClaimRow: one object per claimed task instead of two (~200 bytes less garbage per
  * task in a drain's sampling heap profile).
  */
-export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean): ClaimedTask {
+export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean, fresh = false): ClaimedTask {
   return {
     id: a[0] as number,
     queue: a[1] as string,
@@ -170,6 +170,7 @@ export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean): Claim
     seat: (a[19] as string | null) ?? null,
     rate: a[20] ? fromJson<RateCharge[]>(a[20] as string) : null,
     reclaimed,
+    fresh,
   };
 }
 
@@ -197,6 +198,7 @@ export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {
     seat: r.seat ?? null,
     rate: r.rate ? fromJson<RateCharge[]>(r.rate) : null,
     reclaimed,
+    fresh: false,
   };
 }
 

@@ -233,6 +233,12 @@ export interface ClaimedTask
   > {
   /** True when this claim took over an expired lease (spec §3.3). */
   reclaimed: boolean;
+  /**
+   * True when the store saw, in the claim's transaction, that the task had never started before:
+   * it has no stored steps (only a holder writes them, spec §4.2), so its first ctx call needs no
+   * read of them. False when unknown.
+   */
+  fresh: boolean;
 }
 
 export type Settlement =

@@ -9,6 +9,7 @@ import {
   FakeClock,
   forEachBackend,
   openRatchet,
+  sharedStoreOptions,
   until,
   untilStatus,
 } from "./helpers.js";
@@ -48,6 +49,42 @@ forEachBackend(() => {
       const steps = await r.store.steps(id);
       expect(steps).toHaveLength(1);
       expect(steps[0]).toMatchObject({ name: "one", result: { n: 41 }, attempt: 1 });
+    });
+
+    it("§4.2 / §8.2 a task given back by a shutdown after committing a step replays that step when claimed again, though the give-back did not count the attempt", async () => {
+      const loc = sharedStoreOptions();
+      let bodies = 0;
+      const committed = deferred();
+      const gate = deferred();
+      const first = defineTask({
+        name: "memo",
+        async run(ctx: TaskContext) {
+          await ctx.step("one", () => ++bodies);
+          committed.resolve();
+          await gate.promise; // outlives the shutdown timeout
+          return "from the first instance";
+        },
+      });
+      const r1 = await openRatchet([first], loc);
+      const id = await r1.enqueue(first);
+      await r1.start({ concurrency: 1, shutdownTimeoutMs: 50 });
+      await committed.promise;
+      await r1.stop();
+      expect((await r1.get(id))!).toMatchObject({ status: "pending", attempts: 0 });
+
+      const second = defineTask({
+        name: "memo",
+        async run(ctx: TaskContext) {
+          return ctx.step("one", () => ++bodies);
+        },
+      });
+      const r2 = await openRatchet([second], loc);
+      await drain(r2);
+      const rec = await r2.waitFor(id, { timeoutMs: 10_000 });
+      expect(rec.result).toBe(1);
+      expect(rec.attempts).toBe(1);
+      expect(bodies).toBe(1);
+      gate.resolve();
     });
 
     it("§4.2 a step that returns undefined commits null and replays null", async () => {

@@ -79,19 +79,25 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
       // Candidates that may not start park (spec §14.9, §14.10), so a few more rounds fill the free slots.
       for (let round = 0; round < GATE_ROUNDS && out.length < req.limit; round++) {
         const want = req.limit - out.length;
-        const rows = select.all({ ...lists, queue, limit: want }) as GateColumns[];
+        const rows = select.all({ ...lists, queue, limit: want }) as (GateColumns & {
+          started_at: number | null;
+        })[];
         const gated = rows.filter((r) => r.seat !== null || r.rate !== null);
         const verdicts = gated.length > 0 ? c.inTx(admitBatch(gated, req.limits, now, false)) : undefined;
         let parked = 0;
         const take: number[] = [];
+        const fresh: boolean[] = [];
         for (const cand of rows) {
           const v = verdicts?.get(cand.id);
           if (v && !v.ok) {
             c.inTx(parkPending(cand.id, v));
             parked++;
-          } else take.push(cand.id);
+          } else {
+            take.push(cand.id);
+            fresh.push(cand.started_at === null);
+          }
         }
-        claimMany(c, take, base, out);
+        claimMany(c, take, fresh, base, out);
         if (parked === 0 || rows.length < want) break;
       }
     }
@@ -107,6 +113,7 @@ export function claim(c: SqliteCore, req: ClaimRequest): ClaimedTask[] {
 function claimMany(
   c: SqliteCore,
   ids: readonly number[],
+  fresh: readonly boolean[],
   base: { now: number; grace: number; worker: string },
   out: ClaimedTask[],
 ): void {
@@ -117,7 +124,10 @@ function claimMany(
     // chunk is at most CLAIM_CHUNK ids), skipping ids another claimer took.
     const placed: (unknown[] | undefined)[] = new Array(chunk.length);
     for (const r of raw) placed[chunk.indexOf(r[0] as number)] = r;
-    for (const r of placed) if (r) out.push(claimedFromRaw(r, false));
+    for (let j = 0; j < placed.length; j++) {
+      const r = placed[j];
+      if (r) out.push(claimedFromRaw(r, false, fresh[i + j]));
+    }
   }
 }
 

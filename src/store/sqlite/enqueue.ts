@@ -117,7 +117,8 @@ function handoff(c: SqliteCore, t: NewTask, e: Enqueued, h: HandoffRequest, now:
     .all({ now, grace: h.leaseGraceMs, worker: h.workerId }, e.id) as unknown[][];
   if (rows.length !== 1) return;
   e.status = "running";
-  e.claimed = claimedFromRaw(rows[0]!, false);
+  // Inserted in this transaction: it never started (ClaimedTask.fresh).
+  e.claimed = claimedFromRaw(rows[0]!, false, true);
 }
 
 /** Resolve predecessors (spec §2.5) to distinct task ids, in order. */

@@ -62,9 +62,12 @@ export function bindList(
   for (let i = 0; i < values.length; i++) into[`${prefix}${i}`] = values[i];
 }
 
-/** Due pending rows in claim order (index ratchet_tasks_ready). */
+/**
+ * Due pending rows in claim order (index ratchet_tasks_ready). started_at comes from the row the
+ * select reads anyway (for seat and rate): NULL means the task never started (ClaimedTask.fresh).
+ */
 export function selectPending(names: number): string {
-  return `SELECT id, seat, rate FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND name IN ${inList("n", names)}
+  return `SELECT id, seat, rate, started_at FROM ratchet_tasks WHERE queue = :queue AND status = 'pending' AND name IN ${inList("n", names)}
 ORDER BY order_key, id LIMIT :limit`;
 }
 
