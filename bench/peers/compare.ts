@@ -24,8 +24,9 @@
  *   W5 depth: 2,000 due jobs drained at concurrency 16 by one worker process while 200,000
  *      (--quick: 20,000) wait for a time an hour ahead (each engine's delay / run-at option), while
  *      1,000,000 (--quick: 100,000) do, and while 200,000 wait on an unfinished dependency
- *      (engines with dependencies; these two in the first run only unless --all-runs); each against the same 2,000 with
- *      nothing waiting, the ratio taken within each run. The waiting jobs must not run.
+ *      (engines with dependencies; these two in the first run only unless --all-runs); each against the same 2,000 in
+ *      a second store with nothing waiting, the two stores' drains alternating, the ratio taken per
+ *      adjacent pair (median of 7 pairs). The waiting jobs must not run.
  *   W6 memory: peak RSS of the worker process during W2 c16 and W5, sampled every 50 ms by a timer
  *      and from the job handler (plainjob's loop starves timers).
  * Each figure runs --runs times (default 3) on a fresh database/schema/file/keyspace; the tables
@@ -108,11 +109,12 @@ const SIZE = {
   w3Seconds: QUICK ? 2 : 10,
   w5Due: 2_000,
   /**
-   * Drains of the due jobs per W5 measurement, median taken. One drain of 2,000 lasts 0.1–0.4 s, most
-   * of it the worker process warming up, so a single one swung the ratio from 0.6× to 1.6× between
-   * variants of one run on the same code path (2026-11-30); the target is 10 %.
+   * Pairs of drains (one without, one with the waiting jobs) per W5 measurement, median taken. One
+   * drain of 2,000 lasts 0.1–0.4 s, most of it the worker process warming up, so a single one swung
+   * the ratio from 0.6× to 1.6× between variants of one run on the same code path (2026-11-30); the
+   * target is 10 %.
    */
-  w5Rounds: QUICK ? 2 : 5,
+  w5Rounds: QUICK ? 2 : 7,
   w5Waiting: QUICK ? 20_000 : 200_000,
   w5Million: QUICK ? 100_000 : 1_000_000,
   w5DelayMs: 3_600_000,
@@ -490,53 +492,76 @@ async function quiesce(a: Adapter): Promise<void> {
   }
 }
 
-async function measureW5(key: string, a: Adapter, v: W5Variant): Promise<Record<string, number>> {
+/**
+ * W5: a store with the waiting jobs and a store without, both set up at once, their drains of the
+ * same due jobs alternating (base, depth; then depth, base; …), the ratio taken per pair of adjacent
+ * drains and its median reported. Measuring every base drain first and every depth drain after put
+ * the machine's drift into the ratio: one 3-run comparison this session saw Ratchet's base rate fall
+ * from 16,900 to 12,000 jobs/s across runs, and the ratio swing 0.8–1.1 with it.
+ */
+async function measureW5(
+  key: string,
+  engine: QueueEngine,
+  a: Adapter,
+  v: W5Variant,
+): Promise<Record<string, number>> {
   const due = SIZE.w5Due;
   const waiting = v.waiting;
   const add = v.kind === "future" ? a.enqueueDelayed?.bind(a) : a.enqueueBlocked?.bind(a);
   if (!add) throw new Error("unreachable: the driver skips W5 variants without the option");
-  const drainDue = (left: number) =>
-    drain(key, a, due, { concurrency: SIZE.concurrency, procs: 1, left, timedUntilLeft: false });
-  // Each round enqueues the due jobs again (sequence numbers 0 … due − 1: every drain checks its own).
-  const rounds = async (left: number) => {
-    const rates: number[] = [];
-    let peakMB = 0;
-    for (let r = 0; r < SIZE.w5Rounds; r++) {
-      await enqueueAll(a, due, 1_000);
-      const q = await a.remaining();
-      if (q !== due + left) throw new Error(`after enqueueing ${due + left}, remaining() says ${q}`);
-      await quiesce(a);
-      const d = await drainDue(left);
-      rates.push((due / d.ms) * 1000);
-      peakMB = Math.max(peakMB, d.peakMB);
-    }
-    return { rate: median(rates), peakMB };
+  // A blocked batch also makes its one blocker (a job due in a day).
+  const left = waiting + (v.kind === "blocked" ? 1 : 0);
+  // Each drain enqueues the due jobs again (sequence numbers 0 … due − 1: every drain checks its own).
+  const drainDue = async (x: Adapter, waitingThere: number) => {
+    await enqueueAll(x, due, 1_000);
+    const q = await x.remaining();
+    if (q !== due + waitingThere)
+      throw new Error(`after enqueueing ${due + waitingThere}, remaining() says ${q}`);
+    await quiesce(x);
+    return drain(key, x, due, {
+      concurrency: SIZE.concurrency,
+      procs: 1,
+      left: waitingThere,
+      timedUntilLeft: false,
+    });
   };
-  let base: number;
+  const base = await engine.adapter(targets);
   await a.setup();
   try {
-    base = (await rounds(0)).rate;
-  } finally {
-    await a.teardown();
-  }
-  await a.setup();
-  try {
-    // The waiting jobs first, so that the due ones are the newest rows.
-    for (let i = 0; i < waiting; i += 1_000) {
-      const size = Math.min(1_000, waiting - i);
-      const batch = Array.from({ length: size }, (_, k) => payload(due + i + k));
-      if (v.kind === "future") await a.enqueueDelayed!(batch, SIZE.w5DelayMs);
-      else await a.enqueueBlocked!(batch);
+    await base.setup();
+    try {
+      // The waiting jobs first, so that the due ones are the newest rows.
+      for (let i = 0; i < waiting; i += 1_000) {
+        const size = Math.min(1_000, waiting - i);
+        await add(
+          Array.from({ length: size }, (_, k) => payload(due + i + k)),
+          SIZE.w5DelayMs,
+        );
+      }
+      const baseRates: number[] = [];
+      const depthRates: number[] = [];
+      const ratios: number[] = [];
+      let peakMB = 0;
+      for (let r = 0; r < SIZE.w5Rounds; r++) {
+        const pair: Record<"base" | "depth", number> = { base: 0, depth: 0 };
+        for (const which of r % 2 === 0 ? (["base", "depth"] as const) : (["depth", "base"] as const)) {
+          const d = which === "base" ? await drainDue(base, 0) : await drainDue(a, left);
+          pair[which] = (due / d.ms) * 1000;
+          if (which === "depth") peakMB = Math.max(peakMB, d.peakMB);
+        }
+        baseRates.push(pair.base);
+        depthRates.push(pair.depth);
+        ratios.push(pair.depth / pair.base);
+      }
+      return {
+        [`${v.id}-base`]: median(baseRates),
+        [`${v.id}-depth`]: median(depthRates),
+        [`${v.id}-ratio`]: median(ratios),
+        [`w6-${v.id}`]: peakMB,
+      };
+    } finally {
+      await base.teardown();
     }
-    // A blocked batch also made its one blocker (a job due in a day).
-    const left = waiting + (v.kind === "blocked" ? 1 : 0);
-    const d = await rounds(left);
-    return {
-      [`${v.id}-base`]: base,
-      [`${v.id}-depth`]: d.rate,
-      [`${v.id}-ratio`]: d.rate / base,
-      [`w6-${v.id}`]: d.peakMB,
-    };
   } finally {
     await a.teardown();
   }
@@ -550,7 +575,7 @@ async function measureQueue(
 ): Promise<Record<string, number>> {
   if (m.id === "w3" || m.id === "w3local") return measureW3(key, engine, a, m.id === "w3local");
   const v = W5_VARIANTS.find((x) => x.id === m.id);
-  if (v) return measureW5(key, a, v);
+  if (v) return measureW5(key, engine, a, v);
   const N = SIZE.jobs;
   await a.setup();
   try {
