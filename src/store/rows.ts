@@ -174,7 +174,7 @@ export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean, fresh 
   };
 }
 
-export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {
+export function toClaimed(r: ClaimRow, reclaimed: boolean, fresh = false): ClaimedTask {
   return {
     id: r.id,
     queue: r.queue,
@@ -198,7 +198,7 @@ export function toClaimed(r: ClaimRow, reclaimed: boolean): ClaimedTask {
     seat: r.seat ?? null,
     rate: r.rate ? fromJson<RateCharge[]>(r.rate) : null,
     reclaimed,
-    fresh: false,
+    fresh,
   };
 }
 

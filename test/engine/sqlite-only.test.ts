@@ -126,18 +126,4 @@ describe("claims on SQLite (spec §3)", () => {
     expect(details.some((d) => d.includes("ratchet_tasks_lease"))).toBe(true);
     for (const d of details) expect(d).not.toMatch(/^SCAN ratchet_tasks\b(?!.*USING)/);
   });
-
-  it("§4.2 a claim marks a task fresh (no stored steps to read) only if it never started: not after a give-back that kept its committed step", async () => {
-    const store = await openSqliteStore(new FakeClock());
-    const id = (await store.enqueue([newTask()], unlimited))[0]!.id;
-    const [a] = await store.claim(claimReq());
-    expect(a).toMatchObject({ id, fresh: true, attempts: 1 });
-    const fence = { taskId: id, token: a!.epoch };
-    expect(await store.commitSteps([{ fence, name: "one", result: "1" }])).toEqual(["ok"]);
-    expect(await store.settle([{ kind: "release", fence }])).toEqual(["ok"]);
-    const [b] = await store.claim(claimReq());
-    // The give-back did not count the attempt: only started_at tells this claim from the first.
-    expect(b).toMatchObject({ id, fresh: false, attempts: 1 });
-    expect(await store.loadSteps(id)).toEqual(new Map([["one", 1]]));
-  });
 });

@@ -25,21 +25,26 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   // full claim for the rest.
   const first = Math.min(req.limit, SMALL_CLAIM);
   const rows = await core.read((c) =>
-    core.run<ClaimRow & { expired: boolean; gated: boolean; promoted: number }>(c, claimFast(first), {
-      grace: req.leaseGraceMs,
-      worker: req.workerId,
-      queue: req.queues[0],
-      queues: req.queues,
-      names: req.names,
-      promote: PROMOTE_BATCH,
-    }),
+    core.run<ClaimRow & { expired: boolean; gated: boolean; promoted: number; fresh: boolean }>(
+      c,
+      claimFast(first),
+      {
+        grace: req.leaseGraceMs,
+        worker: req.workerId,
+        queue: req.queues[0],
+        queues: req.queues,
+        names: req.names,
+        promote: PROMOTE_BATCH,
+      },
+    ),
   );
   const head = rows[0]!;
   // Nothing was claimed (the statement's update did not run): the full claim does it all.
   if (head.expired || head.gated || head.promoted > 0) return fullClaim(core, req);
   const got = rows.filter((r) => r.id !== null);
   got.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
-  const out = got.map((r) => toClaimed(r, false));
+  // fresh: the candidate's started_at was NULL, read under the row lock (ClaimedTask.fresh).
+  const out = got.map((r) => toClaimed(r, false, r.fresh));
   if (out.length === first && req.limit > first)
     out.push(...(await fullClaim(core, { ...req, limit: req.limit - first })));
   return out;
@@ -107,7 +112,11 @@ async function fullClaim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]
         });
         rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
         const parked = await gate(core, c, rows, req);
-        for (const r of rows) if (!parked.has(r.id)) out.push(toClaimed(r, false));
+        // The small form returns every row's started_at from before the claim; the large one only a
+        // gated row's (see claimPending), so its tasks are not known fresh.
+        const known = want <= SMALL_CLAIM;
+        for (const r of rows)
+          if (!parked.has(r.id)) out.push(toClaimed(r, false, known && r.prev_started === null));
         if (parked.size === 0 || rows.length < want) break;
       }
     }

@@ -102,7 +102,7 @@ u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   FROM c
   WHERE t.id = c.id AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${T_CLAIM_COLUMNS})
+  RETURNING ${T_CLAIM_COLUMNS}, c.prev_started IS NULL AS fresh)
 SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`,
 );
 

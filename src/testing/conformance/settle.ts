@@ -236,6 +236,22 @@ export function registerSettleTests(it: Define): void {
     expect(await store.commitSteps([])).toEqual([]);
   });
 
+  it("§4.2 a claim marks a task fresh (no stored steps to read) only if it never started: not after a give-back that kept its committed step", async ({
+    store,
+    expect,
+  }) => {
+    const [id] = await ids(store, [newTask({ maxMs: 1_000 })]);
+    const [a] = await store.claim(claimReq());
+    // Both bundled stores know it for a claim this small (ClaimedTask.fresh may say false when unknown).
+    expect(a).toMatchObject({ id, fresh: true, attempts: 1 });
+    expect(await store.commitSteps([{ fence: fenceOf(a!), name: "one", result: "1" }])).toEqual(["ok"]);
+    expect(await store.settle([{ kind: "release", fence: fenceOf(a!) }])).toEqual(["ok"]);
+    const [b] = await store.claim(claimReq());
+    // The give-back did not count the attempt: only the start time tells this claim from the first.
+    expect(b).toMatchObject({ id, fresh: false, attempts: 1 });
+    expect(await store.loadSteps(id!)).toEqual(new Map([["one", 1]]));
+  });
+
   it("§4.2 commitStep records one row per step, in commit order, with the attempt; loadSteps returns them", async ({
     clock,
     store,
