@@ -32,6 +32,7 @@ import type {
 import { eventResultKey } from "../store/tree/keys.js";
 import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
 import type { Batcher } from "./batcher.js";
+import type { Deadline, Deadlines } from "./deadlines.js";
 import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { gatesFor } from "./gates.js";
 import { retryStore } from "./store-retry.js";
@@ -155,6 +156,8 @@ export interface InvocationDeps {
   leaseGraceMs: number;
   maxStepBytes: number;
   log: (taskId: number, args: unknown[]) => void;
+  /** The instance's invocation deadlines (one timer per distinct maxMs). */
+  deadlines: Deadlines;
 }
 
 export class Invocation implements TaskContext {
@@ -180,7 +183,7 @@ export class Invocation implements TaskContext {
   readonly #deps: InvocationDeps;
   readonly #maxMs: number;
   #deadline: number;
-  #timer: NodeJS.Timeout | undefined;
+  #timeout: Deadline | undefined;
   #steps: Map<string, unknown> | undefined;
   /** Step and event names this invocation used; made on first use (most tasks use none). */
   #used: Set<string> | undefined;
@@ -236,16 +239,15 @@ export class Invocation implements TaskContext {
   }
 
   #arm(ms: number): void {
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.end({ kind: "timeout" }), Math.min(ms, MAX_MS));
-    this.#timer.unref?.();
+    this.#timeout?.cancel();
+    this.#timeout = this.#deps.deadlines.arm(Math.min(ms, MAX_MS), () => this.end({ kind: "timeout" }));
   }
 
   /** Ends the invocation once; later calls are ignored. */
   end(reason: EndReason): void {
     if (this.#ended) return;
     this.#ended = reason;
-    if (this.#timer) clearTimeout(this.#timer);
+    this.#timeout?.cancel();
     // The controller exists only if someone read ctx.signal; nobody else can be listening.
     this.#controller?.abort(END_REASONS[reason.kind]);
     this.#onEnd(reason);

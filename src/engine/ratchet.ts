@@ -35,6 +35,7 @@ import type {
   TaskRecord,
 } from "../store/store.js";
 import { Batcher } from "./batcher.js";
+import { Deadlines } from "./deadlines.js";
 import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { Driver } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
@@ -154,6 +155,7 @@ export class Ratchet {
       leaseGraceMs: o.leaseGraceMs,
       maxStepBytes: o.maxResultBytes,
       maxResultBytes: o.maxResultBytes,
+      deadlines: new Deadlines(),
       settler: this.#settler,
       steps,
       log: (taskId, args) =>
