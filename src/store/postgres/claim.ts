@@ -112,11 +112,9 @@ async function fullClaim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]
         });
         rows.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
         const parked = await gate(core, c, rows, req);
-        // The small form returns every row's started_at from before the claim; the large one only a
-        // gated row's (see claimPending), so its tasks are not known fresh.
-        const known = want <= SMALL_CLAIM;
+        // The small form returns every row's started_at from before the claim, the large one a fresh flag.
         for (const r of rows)
-          if (!parked.has(r.id)) out.push(toClaimed(r, false, known && r.prev_started === null));
+          if (!parked.has(r.id)) out.push(toClaimed(r, false, r.fresh ?? r.prev_started === null));
         if (parked.size === 0 || rows.length < want) break;
       }
     }
@@ -127,7 +125,13 @@ async function fullClaim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]
 
 const GATE_ROUNDS = 8;
 
-type ClaimedRow = ClaimRow & { prev_started: number | null; prev_claimed: number | null; claim_now: number };
+type ClaimedRow = ClaimRow & {
+  prev_started: number | null;
+  prev_claimed: number | null;
+  claim_now: number;
+  /** The large form only (see claimPending). */
+  fresh?: boolean;
+};
 
 /**
  * Seats and rate limits of rows just claimed (spec §14.9, §14.10). The locks of

@@ -252,6 +252,33 @@ export function registerSettleTests(it: Define): void {
     expect(await store.loadSteps(id!)).toEqual(new Map([["one", 1]]));
   });
 
+  it("§4.2 a large claim tells fresh tasks from given-back ones, whatever form the store's claim takes at that size", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const old = await ids(
+      store,
+      Array.from({ length: 40 }, () => newTask({ maxMs: 1_000 })),
+    );
+    const first = await store.claim(claimReq({ limit: 40 }));
+    expect(first).toHaveLength(40);
+    const stepped = first.find((t) => t.id === old[35])!;
+    expect(await store.commitSteps([{ fence: fenceOf(stepped), name: "one", result: "1" }])).toEqual(["ok"]);
+    expect(await store.settle(first.map((t) => ({ kind: "release" as const, fence: fenceOf(t) })))).toEqual(
+      first.map(() => "ok"),
+    );
+    clock.advance(1);
+    const fresh = await ids(
+      store,
+      Array.from({ length: 40 }, () => newTask({ maxMs: 1_000 })),
+    );
+    const all = await store.claim(claimReq({ limit: 100 }));
+    expect(all.map((t) => t.id)).toEqual([...old, ...fresh]);
+    expect(all.filter((t) => t.fresh).map((t) => t.id)).toEqual(fresh);
+    expect(await store.loadSteps(old[35]!)).toEqual(new Map([["one", 1]]));
+  });
+
   it("§4.2 commitStep records one row per step, in commit order, with the attempt; loadSteps returns them", async ({
     clock,
     store,
