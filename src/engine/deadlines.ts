@@ -95,17 +95,22 @@ export class Deadlines {
   #due(lane: Lane): void {
     lane.timer = undefined;
     const now = this.#now();
-    // By index, not a snapshot: a fired callback may arm new deadlines on this lane (later ones).
-    while (lane.head < lane.entries.length) {
-      const d = lane.entries[lane.head]!;
-      if (d.fire !== null && d.at > now) break;
-      lane.head++;
-      const fire = d.fire;
-      if (fire === null) continue;
-      d.fire = null;
-      lane.live--;
-      fire();
+    try {
+      // By index, not a snapshot: a fired callback may arm new deadlines on this lane (later ones).
+      while (lane.head < lane.entries.length) {
+        const d = lane.entries[lane.head]!;
+        if (d.fire !== null && d.at > now) break;
+        lane.head++;
+        const fire = d.fire;
+        if (fire === null) continue;
+        d.fire = null;
+        lane.live--;
+        fire();
+      }
+    } finally {
+      // A callback that throws still leaves the rest of the lane with a timer (its error goes on
+      // to the process, as a throwing setTimeout callback's did).
+      if (!lane.timer) this.#schedule(lane);
     }
-    if (!lane.timer) this.#schedule(lane);
   }
 }

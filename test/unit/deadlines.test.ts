@@ -76,6 +76,20 @@ describe("deadlines (spec §4.1)", () => {
     expect(fired).toEqual(["a", "again"]);
   });
 
+  it("§4.1 a callback that throws does not stop the deadlines after it", () => {
+    const d = make();
+    const fired: string[] = [];
+    d.arm(100, () => {
+      throw new Error("boom");
+    });
+    d.arm(100, () => fired.push("same time"));
+    d.arm(150, () => fired.push("later"));
+    // Fake timers surface the callback's error here, as a real timer would to the process.
+    expect(() => vi.advanceTimersByTime(100)).toThrow("boom");
+    vi.advanceTimersByTime(100);
+    expect(fired).toEqual(["same time", "later"]);
+  });
+
   it("§4.1 entries stay bounded by the live deadlines, even behind a long one that never ends", () => {
     const d = make();
     const long = d.arm(3_600_000, () => {});
