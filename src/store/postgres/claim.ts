@@ -6,28 +6,18 @@ import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js"
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
-import {
-  CLAIM_ONE,
-  claimFast,
-  claimPending,
-  LIST_READY,
-  PROMOTE_AND_EXPIRED,
-  SMALL_CLAIM,
-  T,
-} from "./sql.js";
+import { CLAIM_ONE, claimFast, claimPending, LIST_READY, PROMOTE_AND_EXPIRED, T } from "./sql.js";
 
 export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]> {
   if (req.limit <= 0 || req.names.length === 0 || req.queues.length === 0) return [];
   if (req.queues.length > 1) return fullClaim(core, req);
-  // One queue: the first SMALL_CLAIM tasks in one round trip when nothing needs the transaction
-  // (see claimFast). An idle worker that prefetches asks for hundreds but finds one: that one
-  // starts after one round trip, not four. A claim that finds as many as it took goes on with the
-  // full claim for the rest.
-  const first = Math.min(req.limit, SMALL_CLAIM);
+  // One queue: the whole claim in one round trip when nothing needs the transaction (see
+  // claimFast). An idle worker that prefetches asks for hundreds but finds one: that one starts
+  // after one round trip, not four; a prefetching worker refills its buffer in one.
   const rows = await core.read((c) =>
     core.run<ClaimRow & { expired: boolean; gated: boolean; promoted: number; fresh: boolean }>(
       c,
-      claimFast(first),
+      claimFast(req.limit),
       {
         grace: req.leaseGraceMs,
         worker: req.workerId,
@@ -35,6 +25,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
         queues: req.queues,
         names: req.names,
         promote: PROMOTE_BATCH,
+        limit: req.limit,
       },
     ),
   );
@@ -43,11 +34,9 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   if (head.expired || head.gated || head.promoted > 0) return fullClaim(core, req);
   const got = rows.filter((r) => r.id !== null);
   got.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
-  // fresh: the candidate's started_at was NULL, read under the row lock (ClaimedTask.fresh).
-  const out = got.map((r) => toClaimed(r, false, r.fresh));
-  if (out.length === first && req.limit > first)
-    out.push(...(await fullClaim(core, { ...req, limit: req.limit - first })));
-  return out;
+  // fresh: no holder before this claim (the small form: started_at was NULL under the row lock;
+  // the large one: this claim made the epoch 1), ClaimedTask.fresh.
+  return got.map((r) => toClaimed(r, false, r.fresh));
 }
 
 /** spec §3.1–§3.4, §3.6, §5.4, §14.9–§14.10: promotion, reclaims and gated claims in one transaction. */

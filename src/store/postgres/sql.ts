@@ -43,16 +43,20 @@ export const SMALL_CLAIM = 32;
  *   key: 0.61 ms for a claim of one task, the latency of every enqueue to an idle worker.
  * - Above it, the update reaches the locked rows by their ctid (a TID scan: a locked row's version
  *   cannot change before this transaction ends), and the times before the claim are looked up in
- *   the candidates only for gated rows; whether a row never started (ClaimedTask.fresh) is its id's
- *   presence in one array of the candidates that never did, made once per statement (+0.3 ms on a
- *   claim of 500 of 5.2 ms; it saves each new task of a durable workflow the round trip that read
- *   its steps; joining the candidates by ctid instead hashed the whole table, 7.2 ms). With the
- *   join and the limit a parameter, the planner, once
+ *   the candidates only for gated rows. With the join and the limit a parameter, the planner, once
  *   the table was analyzed, read the whole table into a hash on every claim: on 20,000 tasks a
  *   claim of 500 took 12.2 ms, 4.7 of them in that scan; by ctid 6–7 ms (EXPLAIN ANALYZE,
  *   PostgreSQL 15), 26.6 against 35.8 µs per claimed task in a sequential bench. `id = ANY(…)`
  *   was as fast with statistics but, without them, compared every row with every id. The TID
  *   form costs a claim of one task 1.2 ms (the materialized candidates and the array), hence two.
+ *
+ *   A row of the large form is fresh (ClaimedTask.fresh: no stored steps to read) when this claim
+ *   made its epoch 1: only claims raise the epoch, so no holder came before it. Looked up in the
+ *   candidates instead, as `t.id = ANY(ARRAY(…))`, each row was compared with half the claim (~4 %
+ *   of the server's CPU in a drain of 150,000 tasks, perf); joined to them, the planner took a
+ *   nested loop over both when the table had no statistics (twice the server's CPU per task). A
+ *   task whose claim a seat or rate limit parked again never started but is not on its first
+ *   claim: this form says false for it, which costs it one read of its (no) steps.
  */
 export function claimPending(limit: number): string {
   return limit > SMALL_CLAIM ? CLAIM_PENDING_LARGE : claimPendingSmall(limit);
@@ -79,12 +83,20 @@ WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND ${T_READY}
 RETURNING ${T_CLAIM_COLUMNS},
   CASE WHEN t.seat IS NULL AND t.rate IS NULL THEN NULL ELSE (SELECT c.started_at FROM c WHERE c.id = t.id) END AS prev_started,
   CASE WHEN t.seat IS NULL AND t.rate IS NULL THEN NULL ELSE (SELECT c.claimed_at FROM c WHERE c.id = t.id) END AS prev_claimed,
-  t.id = ANY(ARRAY(SELECT id FROM c WHERE started_at IS NULL)) AS fresh,
+  t.epoch = 1 AS fresh,
   :now AS claim_now`;
 
+/** What sends a fast claim on to the full one (see claimFast), as the CTE `f` over the candidates `c`. */
+const FAST_FINDINGS = `f AS MATERIALIZED (
+  SELECT EXISTS (SELECT 1 FROM ${T} WHERE status = 'running' AND lease_until <= :now
+                   AND queue = ANY(:queues) AND name = ANY(:names)) AS expired,
+         EXISTS (SELECT 1 FROM c WHERE seat IS NOT NULL OR rate IS NOT NULL) AS gated,
+         (SELECT count(*) FROM promoted)::int AS promoted)`;
+
 /**
- * The claim of a few tasks of one queue in one round trip and its own transaction, for the
- * latency of an idle worker (spec §8.8 in spirit: an enqueue's task should start at once). The full
+ * The claim of one queue's tasks in one round trip and its own transaction, for the latency of an
+ * idle worker (spec §8.8 in spirit: an enqueue's task should start at once) and the refills of a
+ * prefetching one. The full
  * claim takes four (BEGIN, promotion and expired leases, the claim, COMMIT); this statement does
  * the same work and claims only when nothing in it needs the full path: no expired lease in the
  * worker's queues (a reclaim writes events and may fail or park the task), no gated candidate (a
@@ -93,16 +105,15 @@ RETURNING ${T_CLAIM_COLUMNS},
  * spec §3.5). Its first row always carries those three findings; any of them sends the caller on
  * to the full claim. Claim of one task, 300 in a row: 1.05 ms against 2.3-2.5 ms for the full claim.
  */
-export const claimFast = bySize(
+export function claimFast(limit: number): string {
+  return limit > SMALL_CLAIM ? CLAIM_FAST_LARGE : claimFastSmall(limit);
+}
+const claimFastSmall = bySize(
   (n) => `
 WITH ${PROMOTE_CTE},
 c AS MATERIALIZED (
   SELECT id, seat, rate, started_at AS prev_started, claimed_at AS prev_claimed ${candidates(String(n))}),
-f AS MATERIALIZED (
-  SELECT EXISTS (SELECT 1 FROM ${T} WHERE status = 'running' AND lease_until <= :now
-                   AND queue = ANY(:queues) AND name = ANY(:names)) AS expired,
-         EXISTS (SELECT 1 FROM c WHERE seat IS NOT NULL OR rate IS NOT NULL) AS gated,
-         (SELECT count(*) FROM promoted)::int AS promoted),
+${FAST_FINDINGS},
 u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   FROM c
@@ -110,6 +121,25 @@ u AS (
   RETURNING ${T_CLAIM_COLUMNS}, c.prev_started IS NULL AS fresh)
 SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`,
 );
+
+/**
+ * The same for a claim of more than SMALL_CLAIM (a worker that prefetches refills hundreds at a
+ * time), with the rows reached by ctid and fresh read from the epoch, as in claimPending's large
+ * form. One round trip and one commit where the full claim takes four: a prefetching worker on
+ * PostgreSQL drained at the pace of its refills (a refill of 500 took ~12 ms as the small fast claim
+ * plus the full claim: 1.6 + 0.6 + 1.6 + 7.7 + 1.1 ms, measured per statement in a drain; the 250
+ * tasks left in the buffer when it began ran in ~7).
+ */
+const CLAIM_FAST_LARGE = `
+WITH ${PROMOTE_CTE},
+c AS MATERIALIZED (
+  SELECT ctid AS tid, id, seat, rate ${candidates(":limit")}),
+${FAST_FINDINGS},
+u AS (
+  UPDATE ${T} t SET ${CLAIM_SET}
+  WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
+  RETURNING ${T_CLAIM_COLUMNS}, t.epoch = 1 AS fresh)
+SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`;
 
 /**
  * Timer promotion (spec §3.4, bounded per call) and the expired leases, in one round trip: the
