@@ -121,6 +121,27 @@ export function registerClaimTests(it: Define): void {
     expect(events[0]).toMatchObject({ taskId: id, at: clock.now(), detail: { previousHolder: "dead" } });
   });
 
+  it("§3.3 a claim of many right after a backlog was drained still reclaims expired leases before it takes pending tasks", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    // A store may pick its claim's form from what the last claim found (PostgreSQL does): after a
+    // claim of 80 from a backlog, the next large claim must still see the expired leases.
+    const all = await ids(
+      store,
+      Array.from({ length: 100 }, () => newTask({ maxMs: 1_000 })),
+    );
+    const first = await store.claim(claimReq({ workerId: "dead", limit: 80 }));
+    expect(first.map((t) => t.id)).toEqual(all.slice(0, 80));
+    clock.advance(1_000 + GRACE);
+    const next = await store.claim(claimReq({ workerId: "w2", limit: 50 }));
+    expect(next).toHaveLength(50);
+    expect(next.every((t) => t.reclaimed && t.attempts === 2 && all.indexOf(t.id) < 80)).toBe(true);
+    // The 20 never claimed are still pending.
+    for (const id of all.slice(80)) expect((await must(store, id)).status).toBe("pending");
+  });
+
   it("§5.4 a lease that expires on the last attempt ends the task failed at the next claim, without claiming it", async ({
     clock,
     store,
