@@ -54,11 +54,11 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   // fresh: no holder before this claim (the small form: started_at was NULL under the row lock;
   // the large one: this claim made the epoch 1), ClaimedTask.fresh.
   const out = got.map((r) => toClaimed(r, false, r.fresh));
-  if (got.length <= SMALL_CLAIM) core.busy.delete(queue);
-  if (got.length === first && !large && req.limit > first) {
-    core.busy.add(queue);
-    out.push(...(await claim(core, { ...req, limit: req.limit - first })));
-  }
+  // A full small claim goes on with the large form for the rest.
+  const more = !large && got.length === first && req.limit > first;
+  if (more || got.length > SMALL_CLAIM) core.busy.add(queue);
+  else core.busy.delete(queue);
+  if (more) out.push(...(await claim(core, { ...req, limit: req.limit - first })));
   return out;
 }
 

@@ -58,6 +58,9 @@ export const SMALL_CLAIM = 32;
  *   task whose claim a seat or rate limit parked again never started but is not on its first
  *   claim: this form says false for it, which costs it one read of its (no) steps.
  */
+/** ClaimedTask.fresh in the large forms (claimPending's and claimFast's): see above. */
+const FRESH_BY_EPOCH = "t.epoch = 1 AS fresh";
+
 export function claimPending(limit: number): string {
   return limit > SMALL_CLAIM ? CLAIM_PENDING_LARGE : claimPendingSmall(limit);
 }
@@ -83,7 +86,7 @@ WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND ${T_READY}
 RETURNING ${T_CLAIM_COLUMNS},
   CASE WHEN t.seat IS NULL AND t.rate IS NULL THEN NULL ELSE (SELECT c.started_at FROM c WHERE c.id = t.id) END AS prev_started,
   CASE WHEN t.seat IS NULL AND t.rate IS NULL THEN NULL ELSE (SELECT c.claimed_at FROM c WHERE c.id = t.id) END AS prev_claimed,
-  t.epoch = 1 AS fresh,
+  ${FRESH_BY_EPOCH},
   :now AS claim_now`;
 
 /** What sends a fast claim on to the full one (see claimFast), as the CTE `f` over the candidates `c`. */
@@ -138,7 +141,7 @@ ${FAST_FINDINGS},
 u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${T_CLAIM_COLUMNS}, t.epoch = 1 AS fresh)
+  RETURNING ${T_CLAIM_COLUMNS}, ${FRESH_BY_EPOCH})
 SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`;
 
 /**
