@@ -110,6 +110,7 @@ export class Driver {
   /** Claimed ahead of free slots (spec §8.7), oldest first, with the local time of the claim. */
   #buffer: { task: ClaimedTask; at: number }[] = [];
   #stopping = false;
+  #short = false;
 
   constructor(o: DriverOptions) {
     this.#o = o;
@@ -126,6 +127,15 @@ export class Driver {
   /** The invocation of a task running in this driver. */
   active(taskId: number): Invocation | undefined {
     return this.#running.get(taskId);
+  }
+
+  /**
+   * The last fill() claimed fewer tasks than it asked for: nothing more was ready when its claim
+   * ran, so another claim at once would find only what arrived since (which wakes the worker).
+   * False when the last fill() claimed its all, or did not claim.
+   */
+  get short(): boolean {
+    return this.#short;
   }
 
   /** Settlements started but not yet committed. */
@@ -149,6 +159,7 @@ export class Driver {
    * buffered tasks start first, and a claim runs only once the buffer is down to half.
    */
   async fill(limit: number): Promise<number> {
+    this.#short = false;
     if (this.#stopping) return 0;
     let started = 0;
     while (started < limit && this.#running.size < this.#o.concurrency && this.#startBuffered()) started++;
@@ -176,6 +187,7 @@ export class Driver {
       limits: this.#o.limits(),
     });
     this.#o.onClaimed?.(claimed);
+    this.#short = claimed.length < room;
     const at = performance.now();
     for (const task of claimed) {
       // stop() may have begun during the claim: what cannot start now goes back at once (spec §8.2).

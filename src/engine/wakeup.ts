@@ -10,6 +10,13 @@ export class Wakeup {
     for (const w of ws) w();
   }
 
+  /** True (and the notification consumed) when notify() was called since the last wait. */
+  take(): boolean {
+    const was = this.#pending;
+    this.#pending = false;
+    return was;
+  }
+
   /** Resolves true when notified (now or earlier), false on timeout. */
   wait(ms: number): Promise<boolean> {
     if (this.#pending) {

@@ -189,14 +189,97 @@ forEachBackend(() => {
         }
         return false;
       };
-      // Two idle rounds: the start-up notification is used up and the worker now waits on a (frozen) timer.
-      expect(await spin(() => idlePolls >= 2)).toBe(true);
+      // An idle round (a worker reads the next due time only on its way to sleep), then quiet: the
+      // start-up notification is used up and the worker waits on a (frozen) timer.
+      expect(await spin(() => idlePolls >= 1)).toBe(true);
       const polls = idlePolls;
+      for (let i = 0; i < 200; i++) await new Promise((res) => setImmediate(res));
+      expect(idlePolls).toBe(polls);
       const id = await r.enqueue(t);
       expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
       expect((await inner.get(id))!.result).toBe("woken");
       expect(idlePolls).toBeGreaterThanOrEqual(polls);
       vi.useRealTimers();
+    });
+
+    it("§8.1 a claim that comes back short is not followed by another at once: the worker waits for a wake-up or its poll", async () => {
+      // Poll timers frozen; no LISTEN (the store's subscribe hidden): only this process wakes the worker.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+      const inner = await createStore(systemClock);
+      const claims: number[] = [];
+      const store = new Proxy(inner, {
+        get(target, prop) {
+          if (prop === "subscribe") return undefined;
+          const v = Reflect.get(target, prop, target);
+          if (typeof v !== "function") return v;
+          if (prop === "claim") {
+            return async (req: Parameters<typeof inner.claim>[0]) => {
+              const got = await target.claim(req);
+              claims.push(got.length);
+              return got;
+            };
+          }
+          return v.bind(target);
+        },
+      });
+      const gate = deferred();
+      let active = 0;
+      const t = defineTask({
+        name: "held",
+        run: async () => {
+          active++;
+          await gate.promise;
+        },
+      });
+      const r = await openRatchet([t], { store, pollIntervalMs: 600_000 });
+      await r.start({ concurrency: 4 });
+      // Real time for the store's round trips (PostgreSQL), fake time frozen.
+      const settle = () => realPause(300);
+      await settle();
+      const before = claims.length;
+      expect(before).toBeGreaterThanOrEqual(1);
+      // Two tasks in one batch (no hand-off to the worker): one wake-up, one claim of up to 4 that finds 2.
+      await r.enqueueMany([{ task: t }, { task: t }]);
+      await settle();
+      expect(active).toBe(2);
+      expect(claims.slice(before)).toEqual([2]);
+      gate.resolve();
+      vi.useRealTimers();
+    });
+
+    it("§12.10 a worker's maintenance runs beside its claims: a reconcile that hangs holds no task back", async () => {
+      const inner = await createStore(systemClock);
+      const stuck = deferred();
+      let hang = false;
+      let reconciles = 0;
+      const store = new Proxy(inner, {
+        get(target, prop) {
+          const v = Reflect.get(target, prop, target);
+          if (typeof v !== "function") return v;
+          if (prop === "reconcile") {
+            return async () => {
+              if (!hang) return target.reconcile();
+              reconciles++;
+              await stuck.promise;
+              return target.reconcile();
+            };
+          }
+          return v.bind(target);
+        },
+      });
+      const t = defineTask({ name: "through", run: () => "ran" });
+      const r = await openRatchet([t], { store, pollIntervalMs: 10, maintenanceIntervalMs: 50 });
+      hang = true;
+      try {
+        await r.start({ concurrency: 2 });
+        await until(() => reconciles >= 1, "the worker's maintenance to begin");
+        const ids = await r.enqueueMany([{ task: t }, { task: t }, { task: t }]);
+        for (const id of ids) expect((await r.waitFor(id, { timeoutMs: 5_000 })).result).toBe("ran");
+        // One maintenance at a time: the stuck one is not joined by another.
+        expect(reconciles).toBe(1);
+      } finally {
+        stuck.resolve();
+      }
     });
 
     it("§8.1 an idle worker never sleeps past the next due time (nextRunAt), whatever its poll backoff", async () => {
