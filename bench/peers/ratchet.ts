@@ -27,8 +27,11 @@ import {
 } from "./adapter.js";
 
 // The types come from the source; the code from the build (a path in a variable, so that the
-// typecheck of a fresh clone, without dist/, does not need it).
-const DIST = new URL("../../dist/src/index.js", import.meta.url);
+// typecheck of a fresh clone, without dist/, does not need it). RATCHET_DIST=/abs/path/dist measures
+// another build side by side with this one (a worktree of the commit before a change).
+const DIST = process.env.RATCHET_DIST
+  ? new URL(`file://${process.env.RATCHET_DIST}/src/index.js`)
+  : new URL("../../dist/src/index.js", import.meta.url);
 if (!existsSync(fileURLToPath(DIST)))
   throw new Error(`${fileURLToPath(DIST)} is missing: run \`npm run build\` at the root first`);
 const { defineTask, Ratchet, silentLogger }: typeof import("../../src/index.js") = await import(DIST.href);
