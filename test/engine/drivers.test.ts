@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
+import type { Store } from "../../src/store/store.js";
 import {
   aborted,
   createStore,
@@ -32,6 +33,20 @@ async function realPause(ms: number): Promise<void> {
 /** Opens another instance on shared storage (one SQLite file, or one PostgreSQL schema). */
 async function openAt(loc: StoreOptions, tasks: Parameters<typeof openRatchet>[0], extra = {}) {
   return openRatchet(tasks, { ...loc, ...extra });
+}
+
+/**
+ * The store with some of its members replaced (undefined hides one, such as `subscribe`); the others
+ * are its own, bound to it.
+ */
+function overriding(inner: Store, over: Partial<Record<keyof Store, unknown>>): Store {
+  return new Proxy(inner, {
+    get(target, prop) {
+      if (Object.hasOwn(over, prop)) return over[prop as keyof Store];
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
 }
 
 forEachBackend(() => {
@@ -166,17 +181,10 @@ forEachBackend(() => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
       const inner = await createStore(systemClock);
       let idlePolls = 0;
-      const store = new Proxy(inner, {
-        get(target, prop) {
-          const v = Reflect.get(target, prop, target);
-          if (typeof v !== "function") return v;
-          if (prop === "nextRunAt") {
-            return () => {
-              idlePolls++;
-              return target.nextRunAt();
-            };
-          }
-          return v.bind(target);
+      const store = overriding(inner, {
+        nextRunAt: () => {
+          idlePolls++;
+          return inner.nextRunAt();
         },
       });
       const t = defineTask({ name: "wake", run: () => "woken" });
@@ -190,10 +198,14 @@ forEachBackend(() => {
         return false;
       };
       // An idle round (a worker reads the next due time only on its way to sleep), then quiet: the
-      // start-up notification is used up and the worker waits on a (frozen) timer.
+      // start-up wake-ups (on PostgreSQL also the listener's, once it is connected) are used up and
+      // the worker waits on a (frozen) timer.
       expect(await spin(() => idlePolls >= 1)).toBe(true);
-      const polls = idlePolls;
-      for (let i = 0; i < 200; i++) await new Promise((res) => setImmediate(res));
+      let polls = -1;
+      for (let i = 0; i < 50 && polls !== idlePolls; i++) {
+        polls = idlePolls;
+        await realPause(100);
+      }
       expect(idlePolls).toBe(polls);
       const id = await r.enqueue(t);
       expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
@@ -207,19 +219,12 @@ forEachBackend(() => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
       const inner = await createStore(systemClock);
       const claims: number[] = [];
-      const store = new Proxy(inner, {
-        get(target, prop) {
-          if (prop === "subscribe") return undefined;
-          const v = Reflect.get(target, prop, target);
-          if (typeof v !== "function") return v;
-          if (prop === "claim") {
-            return async (req: Parameters<typeof inner.claim>[0]) => {
-              const got = await target.claim(req);
-              claims.push(got.length);
-              return got;
-            };
-          }
-          return v.bind(target);
+      const store = overriding(inner, {
+        subscribe: undefined,
+        claim: async (req: Parameters<Store["claim"]>[0]) => {
+          const got = await inner.claim(req);
+          claims.push(got.length);
+          return got;
         },
       });
       const gate = deferred();
@@ -252,19 +257,13 @@ forEachBackend(() => {
       const stuck = deferred();
       let hang = false;
       let reconciles = 0;
-      const store = new Proxy(inner, {
-        get(target, prop) {
-          const v = Reflect.get(target, prop, target);
-          if (typeof v !== "function") return v;
-          if (prop === "reconcile") {
-            return async () => {
-              if (!hang) return target.reconcile();
-              reconciles++;
-              await stuck.promise;
-              return target.reconcile();
-            };
+      const store = overriding(inner, {
+        reconcile: async () => {
+          if (hang) {
+            reconciles++;
+            await stuck.promise;
           }
-          return v.bind(target);
+          return inner.reconcile();
         },
       });
       const t = defineTask({ name: "through", run: () => "ran" });
