@@ -17,6 +17,7 @@ import { replaySequence, runModel } from "../../chaos/model/runner.js";
 import { ModelMismatch } from "../../chaos/model/sequence.js";
 import type { Fence, Settlement, Store } from "../../src/store/store.js";
 import { pgGate } from "../pg-available.js";
+import { overriding } from "../store-override.js";
 import { shortRun } from "./seed.js";
 
 const SQLITE_SEQUENCES = 1_000;
@@ -29,35 +30,23 @@ function ignoringFences(inner: Store): Store {
     const t = await inner.get(f.taskId);
     return t ? { ...f, token: t.epoch } : f;
   };
-  return new Proxy(inner, {
-    get(target, prop) {
-      const v = Reflect.get(target, prop, target) as unknown;
-      if (prop === "settle")
-        return async (items: readonly Settlement[]) =>
-          target.settle(await Promise.all(items.map(async (s) => ({ ...s, fence: await current(s.fence) }))));
-      if (prop === "commitStep")
-        return async (f: Fence, name: string, result: string) =>
-          target.commitStep(await current(f), name, result);
-      if (prop === "heartbeat")
-        return async (f: Fence, maxMs: number, grace: number) =>
-          target.heartbeat(await current(f), maxMs, grace);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
+  return overriding(inner, {
+    settle: async (items: readonly Settlement[]) =>
+      inner.settle(await Promise.all(items.map(async (s) => ({ ...s, fence: await current(s.fence) })))),
+    commitStep: async (f: Fence, name: string, result: string) =>
+      inner.commitStep(await current(f), name, result),
+    heartbeat: async (f: Fence, maxMs: number, grace: number) =>
+      inner.heartbeat(await current(f), maxMs, grace),
   });
 }
 
 /** A store whose heartbeat refuses what it should but never moves the lease. */
 function idleHeartbeat(inner: Store): Store {
-  return new Proxy(inner, {
-    get(target, prop) {
-      const v = Reflect.get(target, prop, target) as unknown;
-      if (prop === "heartbeat")
-        return async (f: Fence, maxMs: number, grace: number) => {
-          const t = await target.get(f.taskId);
-          const holds = t?.status === "running" && t.epoch === f.token && !t.abortRequested;
-          if (!holds) await target.heartbeat(f, maxMs, grace);
-        };
-      return typeof v === "function" ? v.bind(target) : v;
+  return overriding(inner, {
+    heartbeat: async (f: Fence, maxMs: number, grace: number) => {
+      const t = await inner.get(f.taskId);
+      const holds = t?.status === "running" && t.epoch === f.token && !t.abortRequested;
+      if (!holds) await inner.heartbeat(f, maxMs, grace);
     },
   });
 }

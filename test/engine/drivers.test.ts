@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
-import type { Store } from "../../src/store/store.js";
+import { overriding } from "../store-override.js";
 import {
   aborted,
   createStore,
@@ -33,20 +33,6 @@ async function realPause(ms: number): Promise<void> {
 /** Opens another instance on shared storage (one SQLite file, or one PostgreSQL schema). */
 async function openAt(loc: StoreOptions, tasks: Parameters<typeof openRatchet>[0], extra = {}) {
   return openRatchet(tasks, { ...loc, ...extra });
-}
-
-/**
- * The store with some of its members replaced (undefined hides one, such as `subscribe`); the others
- * are its own, bound to it.
- */
-function overriding(inner: Store, over: Partial<Record<keyof Store, unknown>>): Store {
-  return new Proxy(inner, {
-    get(target, prop) {
-      if (Object.hasOwn(over, prop)) return over[prop as keyof Store];
-      const v = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
 }
 
 forEachBackend(() => {
@@ -221,7 +207,7 @@ forEachBackend(() => {
       const claims: number[] = [];
       const store = overriding(inner, {
         subscribe: undefined,
-        claim: async (req: Parameters<Store["claim"]>[0]) => {
+        claim: async (req: Parameters<typeof inner.claim>[0]) => {
           const got = await inner.claim(req);
           claims.push(got.length);
           return got;

@@ -10,6 +10,7 @@ import { definePhases, defineTask, type Ratchet, type TaskSpec } from "../../src
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Store } from "../../src/store/store.js";
+import { overriding } from "../store-override.js";
 import {
   aborted,
   createStore,
@@ -464,16 +465,11 @@ forEachBackend(() => {
       let r!: Ratchet;
       const base = await createStore();
       // The abort lands between the store parking the task and the code seeing the result.
-      const store = new Proxy(base, {
-        get(target, key) {
-          if (key === "waitTasks")
-            return async (...args: Parameters<Store["waitTasks"]>) => {
-              const res = await target.waitTasks(...args);
-              await r.abort(args[0].taskId);
-              return res;
-            };
-          const v = Reflect.get(target, key);
-          return typeof v === "function" ? v.bind(target) : v;
+      const store = overriding(base, {
+        waitTasks: async (...args: Parameters<Store["waitTasks"]>) => {
+          const res = await base.waitTasks(...args);
+          await r.abort(args[0].taskId);
+          return res;
         },
       });
       const seen: string[] = [];
