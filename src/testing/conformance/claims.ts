@@ -60,6 +60,38 @@ export function registerClaimTests(it: Define): void {
     expect(await store.claim(claimReq({ workerId: "worker-B" }))).toEqual([]);
   });
 
+  it("§3.2 a claim of many returns each task as stored: its job and scope, and a retried task's first start", async ({
+    clock,
+    store,
+    expect,
+  }) => {
+    const [done, retried, rare, plain] = await ids(store, [
+      newTask({ maxMs: 1_500 }),
+      newTask({ maxMs: 2_500, input: '{"n":2}' }),
+      newTask({ maxMs: 3_500, job: "nightly", scope: "tenant-1", input: '{"n":3}' }),
+      newTask({ maxMs: 4_500, priority: -1, input: '{"n":4}' }),
+    ]);
+    const t0 = clock.now();
+    const [c1, c2] = await store.claim(claimReq({ limit: 2 }));
+    expect([c1!.id, c2!.id]).toEqual([done, retried]);
+    await store.settle([{ kind: "complete", fence: fenceOf(c1!), result: "null" }]);
+    await store.settle([{ kind: "retry", fence: fenceOf(c2!), delayMs: 0, error: ERR }]);
+    clock.advance(777);
+    // One claim takes a task that ran before (its start stays) between two that never ran.
+    const claimed = await store.claim(claimReq({ limit: 10, workerId: "worker-C" }));
+    expect(claimed.map((t) => t.id)).toEqual([retried, rare, plain]);
+    expect(claimed.map((t) => t.startedAt)).toEqual([t0, clock.now(), clock.now()]);
+    for (const c of claimed) {
+      const t = await must(store, c.id);
+      expect(t).toMatchObject({ status: "running", lockedBy: "worker-C", claimedAt: clock.now() });
+      const { reclaimed: _, fresh: __, ...fields } = c;
+      for (const [k, v] of Object.entries(fields))
+        expect(v, `task ${c.id}: claimed.${k} equals the stored record's`).toEqual(t[k as keyof typeof t]);
+    }
+    expect(claimed[0]!.fresh).toBe(false);
+    expect(claimed[1]).toMatchObject({ job: "nightly", scope: "tenant-1", input: { n: 3 }, attempts: 1 });
+  });
+
   it("§3.2 a claim takes at most `limit` tasks", async ({ store, expect }) => {
     await ids(
       store,
