@@ -1,8 +1,9 @@
 /** Claims (spec §3): promotion of due timers, reclaim of expired leases (or failure past maxAttempts), batch claims with SKIP LOCKED. */
 import { deadHolderEnd, decideReclaim } from "../../core/backoff.js";
+import { fromJson } from "../../core/json.js";
 import { admitBatch, parkClaimed } from "../gates.js";
 import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
-import type { ClaimedTask, ClaimRequest, TaskId, TaskRecord } from "../store.js";
+import type { ClaimedTask, ClaimRequest, RateCharge, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
@@ -32,19 +33,15 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   const large = req.limit > SMALL_CLAIM && core.busy.has(queue);
   const first = large ? req.limit : Math.min(req.limit, SMALL_CLAIM);
   const rows = await core.read((c) =>
-    core.run<ClaimRow & { expired: boolean; gated: boolean; promoted: number; fresh: boolean }>(
-      c,
-      claimFast(first),
-      {
-        grace: req.leaseGraceMs,
-        worker: req.workerId,
-        queue,
-        queues: req.queues,
-        names: req.names,
-        promote: PROMOTE_BATCH,
-        limit: first,
-      },
-    ),
+    core.run<LeanRow & { expired: boolean; gated: boolean; promoted: number }>(c, claimFast(first), {
+      grace: req.leaseGraceMs,
+      worker: req.workerId,
+      queue,
+      queues: req.queues,
+      names: req.names,
+      promote: PROMOTE_BATCH,
+      limit: first,
+    }),
   );
   const head = rows[0]!;
   // Nothing was claimed (the statement's update did not run): the full claim does it all.
@@ -53,13 +50,72 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   got.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
   // fresh: no holder before this claim (the small form: started_at was NULL under the row lock;
   // the large one: this claim made the epoch 1), ClaimedTask.fresh.
-  const out = got.map((r) => toClaimed(r, false, r.fresh));
+  const out = got.map((r) => claimedLean(r, queue, req));
   // A full small claim goes on with the large form for the rest.
   const more = !large && got.length === first && req.limit > first;
   if (more || got.length > SMALL_CLAIM) core.busy.add(queue);
   else core.busy.delete(queue);
   if (more) out.push(...(await claim(core, { ...req, limit: req.limit - first })));
   return out;
+}
+
+/** A row of a fast claim: LEAN_RETURNING (sql.ts) and the fresh flag. */
+interface LeanRow {
+  id: number;
+  name: string;
+  version: number;
+  input: string;
+  priority: number;
+  max_ms: number;
+  attempts: number;
+  epoch: number;
+  abort_requested: number;
+  started_at: number;
+  order_key: number;
+  /** [job, owner_id, scope, checkpoint, seat, rate] as JSON when one of them is set. */
+  rare: string | null;
+  claim_now: number;
+  fresh: boolean;
+}
+
+/** The ClaimedTask of a fast claim's row: what the row leaves out follows from the claim (spec §3.2). */
+function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask {
+  const rare =
+    r.rare === null
+      ? null
+      : (JSON.parse(r.rare) as [
+          string | null,
+          number | null,
+          string | null,
+          string | null,
+          string | null,
+          string | null,
+        ]);
+  return {
+    id: r.id,
+    queue,
+    name: r.name,
+    version: r.version,
+    input: fromJson(r.input),
+    status: "running",
+    priority: r.priority,
+    maxMs: r.max_ms,
+    attempts: r.attempts,
+    epoch: r.epoch,
+    leaseUntil: r.claim_now + r.max_ms + req.leaseGraceMs,
+    lockedBy: req.workerId,
+    job: rare ? rare[0] : null,
+    abortRequested: r.abort_requested === 1,
+    startedAt: r.started_at,
+    claimedAt: r.claim_now,
+    ownerId: rare ? rare[1] : null,
+    scope: rare ? rare[2] : null,
+    checkpoint: rare ? fromJson(rare[3]) : null,
+    seat: rare ? rare[4] : null,
+    rate: rare?.[5] ? fromJson<RateCharge[]>(rare[5]) : null,
+    reclaimed: false,
+    fresh: r.fresh,
+  };
 }
 
 /** spec §3.1–§3.4, §3.6, §5.4, §14.9–§14.10: promotion, reclaims and gated claims in one transaction. */

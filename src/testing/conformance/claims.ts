@@ -77,6 +77,9 @@ export function registerClaimTests(it: Define): void {
     await store.settle([{ kind: "complete", fence: fenceOf(c1!), result: "null" }]);
     await store.settle([{ kind: "retry", fence: fenceOf(c2!), delayMs: 0, error: ERR }]);
     clock.advance(777);
+    // A claim that takes nothing promotes the retried task's timer, so the next claim finds three
+    // pending tasks and nothing to promote (PostgreSQL: its one-statement form, sql.ts claimFast).
+    expect(await store.claim(claimReq({ names: ["nobody"] }))).toEqual([]);
     // One claim takes a task that ran before (its start stays) between two that never ran.
     const claimed = await store.claim(claimReq({ limit: 10, workerId: "worker-C" }));
     expect(claimed.map((t) => t.id)).toEqual([retried, rare, plain]);
