@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
+import { SETTLE_BACKLOG } from "../../src/engine/driver.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
 import { overriding } from "../store-override.js";
 import {
@@ -197,6 +198,60 @@ forEachBackend(() => {
       expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
       expect((await inner.get(id))!.result).toBe("woken");
       expect(idlePolls).toBeGreaterThanOrEqual(polls);
+      vi.useRealTimers();
+    });
+
+    it("§8.9 a worker stops claiming while 1,000 settlements wait to be written, and claims again once half are", async () => {
+      // Poll timers frozen, no LISTEN: once held back, only the settlements' progress wakes the worker.
+      vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+      const inner = await createStore(systemClock);
+      const gate = deferred();
+      let held = 0;
+      const store = overriding(inner, {
+        subscribe: undefined,
+        // The first settle batch waits at the gate; the Batcher writes one batch at a time.
+        settle: async (items: Parameters<typeof inner.settle>[0]) => {
+          held += items.length;
+          await gate.promise;
+          return inner.settle(items);
+        },
+      });
+      let runs = 0;
+      const t = defineTask({
+        name: "quick",
+        run: () => {
+          runs++;
+          return null;
+        },
+      });
+      const r = await openRatchet([t], { store, pollIntervalMs: 600_000 });
+      const N = 2_500;
+      for (let i = 0; i < N; i += 500) await r.enqueueMany(Array.from({ length: 500 }, () => ({ task: t })));
+      await r.start({ concurrency: 50 });
+      const spin = async (cond: () => boolean | Promise<boolean>) => {
+        for (let i = 0; i < 2_000; i++) {
+          if (await cond()) return true;
+          await realPause(5);
+        }
+        return false;
+      };
+      // Runs stop once 1,000 finished tasks wait for their settlements: the claim before that took at
+      // most 50 (the free slots), so fewer than 1,050 ran.
+      expect(await spin(() => runs >= SETTLE_BACKLOG)).toBe(true);
+      let seen = -1;
+      for (let i = 0; i < 50 && seen !== runs; i++) {
+        seen = runs;
+        await realPause(100);
+      }
+      expect(runs).toBe(seen);
+      expect(runs).toBeGreaterThanOrEqual(SETTLE_BACKLOG);
+      expect(runs).toBeLessThan(SETTLE_BACKLOG + 50);
+      expect(held).toBeGreaterThan(0);
+      expect((await inner.stats())[0]!.byStatus.running).toBe(runs);
+      // The writes go on: their progress wakes the worker, claims resume, every task completes once.
+      gate.resolve();
+      expect(await spin(async () => (await inner.stats())[0]!.byOutcome.completed === N)).toBe(true);
+      expect(runs).toBe(N);
       vi.useRealTimers();
     });
 
