@@ -109,6 +109,41 @@ export function registerSettleTests(it: Define): void {
     expect((await must(store, d!)).status).toBe("pending");
   });
 
+  it("§3.7 / §6.2 a settle batch whose completions all apply answers each ok, releases the dependents of the one that has them, and applies the retry beside them", async ({
+    store,
+    expect,
+  }) => {
+    const [a, b, c, e] = await ids(store, [newTask(), newTask(), newTask(), newTask()]);
+    const [d] = await ids(store, [newTask({ needs: [{ id: b! }] })]);
+    const claimed = await store.claim(claimReq({ limit: 4 }));
+    expect(claimed.map((t) => t.id)).toEqual([a, b, c, e]);
+    const [fa, fb, fc, fe] = claimed.map(fenceOf);
+    // Completions only, one with a dependent.
+    expect(
+      await store.settle([
+        { kind: "complete", fence: fa!, result: '"a"' },
+        { kind: "complete", fence: fb!, result: '"b"' },
+      ]),
+    ).toEqual(["ok", "ok"]);
+    expect((await must(store, d!)).status).toBe("pending");
+    // Completions and a retry in one batch.
+    expect(
+      await store.settle([
+        { kind: "retry", fence: fc!, delayMs: 60_000, error: ERR },
+        { kind: "complete", fence: fe!, result: '"e"' },
+      ]),
+    ).toEqual(["ok", "ok"]);
+    for (const [id, r] of [
+      [a, "a"],
+      [b, "b"],
+      [e, "e"],
+    ] as const) {
+      const t = await must(store, id!);
+      expect([t.outcome, t.result]).toEqual(["completed", r]);
+    }
+    expect((await must(store, c!)).status).toBe("waiting");
+  });
+
   it("§3.7 a holder's writes are refused once its task is settled", async ({ store, expect }) => {
     const [id] = await ids(store, [newTask()]);
     const [c] = await store.claim(claimReq());

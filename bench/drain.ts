@@ -1,0 +1,161 @@
+/**
+ * An in-process drain, for A/B comparisons of two builds: the numbers quoted beside optimisations in
+ * the code ("in-process drains of 60,000 at c16, alternating pairs").
+ *
+ *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--base /abs/other/dist]
+ *
+ * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
+ * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
+ * then times `start({ concurrency: 16, prefetch: 500 })` until every handler has run, and reports
+ * tasks/s, the process's CPU per task, and on PostgreSQL the CPU of every `postgres` process of this
+ * machine per task (read from /proc; the server must be local). With `--base`, runs alternate
+ * base, this build, base, …, `--pairs` times, and the medians of each are printed.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { median } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    store: { type: "string", default: "sqlite" },
+    tasks: { type: "string", default: "60000" },
+    pairs: { type: "string", default: "5" },
+    base: { type: "string" },
+    "pg-url": {
+      type: "string",
+      default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
+    child: { type: "string" },
+  },
+});
+const N = Number(args.tasks);
+const PAIRS = Number(args.pairs);
+if (args.store !== "sqlite" && args.store !== "pg") throw new Error("--store is sqlite or pg");
+if (!Number.isInteger(N) || N < 1_000 || N > 2_000_000 || N % 1_000 !== 0)
+  throw new Error("--tasks must be a multiple of 1,000 in [1000, 2000000]");
+if (!Number.isInteger(PAIRS) || PAIRS < 1 || PAIRS > 50) throw new Error("--pairs must be in [1, 50]");
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** This build's dist/ (this file runs as dist/bench/drain.js). */
+const OWN = resolve(HERE, "..");
+
+interface Sample {
+  rate: number;
+  cpuUs: number;
+  pgCpuUs: number | null;
+}
+
+/** CPU time of every postgres process of this machine, in ms (clock ticks of 10 ms). */
+function postgresCpuMs(): number {
+  let ticks = 0;
+  for (const p of readdirSync("/proc")) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const st = readFileSync(`/proc/${p}/stat`, "utf8");
+      if (!st.includes("(postgres)")) continue;
+      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return ticks * 10;
+}
+
+async function child(dist: string): Promise<Sample> {
+  const { defineTask, Ratchet, silentLogger }: typeof import("../src/index.js") = await import(
+    pathToFileURL(join(dist, "src/index.js")).href
+  );
+  let seen = 0;
+  let all!: () => void;
+  const finished = new Promise<void>((r) => {
+    all = r;
+  });
+  const noop = defineTask({
+    name: "noop",
+    run: () => {
+      if (++seen === N) all();
+      return null;
+    },
+  });
+  const common = { tasks: [noop], logger: silentLogger, pollIntervalMs: 20, maxDepth: 2_000_000 };
+  const schema = `drain_${process.pid}`;
+  const dir = mkdtempSync(join(tmpdir(), "ratchet-drain-"));
+  const admin = args.store === "pg" ? new pg.Client(args["pg-url"]) : undefined;
+  try {
+    const r =
+      args.store === "pg"
+        ? await Ratchet.open({ store: args["pg-url"], postgres: { schema, poolMax: 10 }, ...common })
+        : await Ratchet.open({ store: `sqlite:${join(dir, "drain.db")}`, ...common });
+    for (let i = 0; i < N; i += 1_000)
+      await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
+    if (admin) {
+      await admin.connect();
+      await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+    }
+    const pg0 = admin ? postgresCpuMs() : 0;
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    await r.start({ concurrency: 16, prefetch: 500 });
+    await finished;
+    const ms = performance.now() - t0;
+    const c = process.cpuUsage(c0);
+    const pgMs = admin ? postgresCpuMs() - pg0 : null;
+    await r.close();
+    return {
+      rate: (N / ms) * 1_000,
+      cpuUs: (c.user + c.system) / N,
+      pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
+    };
+  } finally {
+    if (admin) {
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      await admin.end().catch(() => {});
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+if (args.child) {
+  process.stdout.write(`${JSON.stringify(await child(args.child))}\n`);
+  process.exit(0);
+}
+
+const builds: [string, string][] = args.base
+  ? [
+      ["base", resolve(args.base)],
+      ["this", OWN],
+    ]
+  : [["this", OWN]];
+const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
+const f = (x: number | null, d = 1) => (x === null ? "–" : x.toFixed(d));
+for (let i = 0; i < PAIRS; i++) {
+  for (const [name, dist] of builds) {
+    const forwarded = ["--store", args.store!, "--tasks", String(N), "--pg-url", args["pg-url"]!];
+    const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), ...forwarded, "--child", dist], {
+      encoding: "utf8",
+    });
+    if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);
+    const s = JSON.parse(res.stdout.trim().split("\n").pop()!) as Sample;
+    samples[name]!.push(s);
+    console.error(
+      `${name} ${f(s.rate, 0)} tasks/s, ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task`,
+    );
+  }
+}
+console.log(
+  `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch 500; medians of ${PAIRS} run(s)\n`,
+);
+console.log("| build | tasks/s | process CPU µs/task | postgres CPU µs/task |\n| --- | ---: | ---: | ---: |");
+for (const [name, dist] of builds) {
+  const s = samples[name]!;
+  const pgs = s.map((x) => x.pgCpuUs).filter((x): x is number => x !== null);
+  console.log(
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} |`,
+  );
+}
