@@ -51,7 +51,7 @@ export const claimIn = bySize((n) =>
  * c16, where claims are ~45 % of the CPU, six alternating pairs drained 64.9k against 60.8k tasks/s.
  */
 export const claimLean = bySize((n) =>
-  CLAIM_ONE.replace("WHERE id = :id", `WHERE id IN (${placeholders(n, "?")})`).replace(
+  claimIn(n).replace(
     /RETURNING .*$/s,
     `RETURNING id, name, version, input, priority, max_ms, attempts, epoch, abort_requested,
   job IS NOT NULL OR owner_id IS NOT NULL OR scope IS NOT NULL OR checkpoint IS NOT NULL
