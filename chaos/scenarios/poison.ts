@@ -82,7 +82,10 @@ export async function poison(c: ScenarioConfig): Promise<ScenarioResult> {
     violations.push(
       ...checkNoLostTask(readAcks(sb.acks), store, (t) => (t.name === "poison" ? "failed" : "completed")),
     );
-    violations.push(...checkPoison(store, fileLines(sb.effects)));
+    const pidOf = new Map(
+      pool.all.filter((w) => w.workerId !== undefined).map((w) => [w.workerId!, w.pid] as const),
+    );
+    violations.push(...checkPoison(store, fileLines(sb.effects), pidOf));
     const steps = checkSteps(store, readStepRuns(sb.effects), (t) => (t.name === "chain" ? STEPS : null));
     violations.push(...steps.violations);
     const died = pool.all.filter((w) => !w.killed && w.child.exitCode !== 0);
@@ -100,6 +103,9 @@ export async function poison(c: ScenarioConfig): Promise<ScenarioResult> {
         "normal tasks": normal,
         "workers died": died.length,
         "hung workers killed": pool.hung.length,
+        // Runs of the endless-loop poison: each hangs its process until the probe kills it. A poison
+        // task claimed beside another may lose every claim's process before it starts (see checkPoison).
+        "loop poison runs": fileLines(sb.effects).filter((l) => /^poison \d+ loop /.test(l)).length,
         "oom deaths": died.filter((w) => w.child.signalCode === "SIGABRT" || w.child.exitCode === 134).length,
         "normal reruns": steps.stats.reruns,
       },
@@ -110,27 +116,59 @@ export async function poison(c: ScenarioConfig): Promise<ScenarioResult> {
   }
 }
 
-/** P6: each poison task failed after exactly maxAttempts claims, each of which ran its code once. */
-function checkPoison(store: ReadonlyMap<number, StoredTask>, ledger: readonly string[]): Violation[] {
+/**
+ * P6: each poison task failed after exactly maxAttempts claims (spec §5.4), and ran its code at most
+ * once per claim. A claim in which it did not run must have been held by a worker that another
+ * poison task took down: with two slots per worker, a poison task claimed beside another (or
+ * reclaimed beside it, their leases having expired together) may lose its process before its own
+ * code starts. The holder of claim a is the `previousHolder` of the `reclaimed` event of claim a + 1,
+ * or for the last claim the holder its failure names.
+ */
+function checkPoison(
+  store: ReadonlyMap<number, StoredTask>,
+  ledger: readonly string[],
+  pidOf: ReadonlyMap<string, number>,
+): Violation[] {
   const out: Violation[] = [];
-  const runs = new Map<number, number[]>();
+  /** Per poison task, the claims (attempts) its code ran in, with the process it ran in. */
+  const runs = new Map<number, { attempt: number; pid: number }[]>();
   for (const l of ledger) {
     const w = l.split(" ");
     if (w[0] !== "poison") continue;
     const list = runs.get(Number(w[1])) ?? [];
-    list.push(Number(w[3]));
+    list.push({ attempt: Number(w[3]), pid: Number(w[4]) });
     runs.set(Number(w[1]), list);
   }
-  for (const { task } of store.values()) {
+  for (const { task, events } of store.values()) {
     if (task.name !== "poison") continue;
     const kind = (task.input as { kind: string }).kind;
-    const attempts = (runs.get(task.id) ?? []).sort((a, b) => a - b);
-    const want = Array.from({ length: POISON_MAX_ATTEMPTS }, (_, i) => i + 1);
-    if (attempts.join(",") !== want.join(","))
+    const own = runs.get(task.id) ?? [];
+    const attempts = own.map((r) => r.attempt).sort((a, b) => a - b);
+    if (new Set(attempts).size !== attempts.length || attempts.some((a) => a < 1 || a > POISON_MAX_ATTEMPTS))
       out.push({
         promise: "P6",
-        detail: `poison ${task.id} (${kind}) ran in claims ${attempts.join(",")}, expected ${want.join(",")}`,
+        detail: `poison ${task.id} (${kind}) ran in claims ${attempts.join(",")}, expected each of 1..${POISON_MAX_ATTEMPTS} at most once`,
       });
+    // Processes another poison task ran in: each of them went down with it.
+    const downed = new Set<number>();
+    for (const [id, list] of runs) if (id !== task.id) for (const r of list) downed.add(r.pid);
+    for (let a = 1; a <= POISON_MAX_ATTEMPTS; a++) {
+      if (attempts.includes(a)) continue;
+      const holder =
+        a < POISON_MAX_ATTEMPTS
+          ? (
+              events.find((e) => e.kind === "reclaimed" && e.attempt === a + 1)?.detail as
+                | { previousHolder?: string }
+                | undefined
+            )?.previousHolder
+          : /last holder (\S+)/.exec(task.error?.message ?? "")?.[1];
+      const pid = holder === undefined ? undefined : pidOf.get(holder);
+      if (pid === undefined || !downed.has(pid))
+        out.push({
+          promise: "P6",
+          detail: `poison ${task.id} (${kind}) did not run in claim ${a}, whose holder ${holder ?? "?"} no other poison task took down`,
+        });
+    }
     if (task.attempts !== POISON_MAX_ATTEMPTS)
       out.push({ promise: "P6", detail: `poison ${task.id} (${kind}) ended after ${task.attempts} claims` });
     if (task.error?.name !== "AttemptsExhausted")
