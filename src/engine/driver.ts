@@ -9,6 +9,8 @@
  *   local buffer is down to P/2; claimed tasks that find no free slot wait in the
  *   buffer (running, leased to this worker) and start as slots free.
  * - busy: every slot is taken; wait until one frees.
+ * - held back: SETTLE_BACKLOG settlements wait to be written; no claims until half are (spec §8.9),
+ *   and the settlement that gets there wakes the loop.
  * - idle (worker only): nothing ready; wait for an in-process enqueue, a freed
  *   slot, or a poll timer. The poll delay doubles from pollMinMs up to
  *   pollIntervalMs, and is never longer than the time to nextRunAt().
@@ -154,6 +156,19 @@ export class Driver {
     return this.#short;
   }
 
+  /**
+   * fill() holds back its claims for the settle backlog (spec §8.9): nothing to claim until a
+   * settlement wakes the loop, so the loop waits for that instead of reading the store.
+   */
+  get backedUp(): boolean {
+    return this.#backedUp;
+  }
+
+  /** Finished invocations whose settlements are not committed (#unsettled counts the running ones too, and releases). */
+  get #settling(): number {
+    return this.#unsettled - this.#running.size;
+  }
+
   /** Settlements started but not yet committed. */
   get unsettled(): number {
     return this.#unsettled;
@@ -161,7 +176,7 @@ export class Driver {
 
   #settledOne(): void {
     this.#unsettled--;
-    if (this.#backedUp && this.#unsettled - this.#running.size <= SETTLE_BACKLOG / 2) {
+    if (this.#backedUp && this.#settling <= SETTLE_BACKLOG / 2) {
       this.#backedUp = false;
       this.#o.wakeup.notify();
     }
@@ -196,9 +211,8 @@ export class Driver {
             )
           : 0;
     if (room <= 0) return started;
-    // spec §8.9: finished invocations whose settlements are not committed (#unsettled counts the
-    // running ones too, and releases).
-    if (this.#unsettled - this.#running.size >= SETTLE_BACKLOG) this.#backedUp = true;
+    // spec §8.9.
+    if (this.#settling >= SETTLE_BACKLOG) this.#backedUp = true;
     if (this.#backedUp) return started;
     const names = this.#o.names();
     const queues = this.#o.queues();

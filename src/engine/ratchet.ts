@@ -609,8 +609,9 @@ export class Ratchet {
       // claims per task, two of them empty (5,900 claims for 2,000 tasks, now 4,060), and a task
       // whose NOTIFY came in during one waited for it to end.
       if (started > 0 && !w.driver.short) continue;
-      if (w.driver.inFlight >= w.driver.concurrency) {
-        // Busy: a freed slot notifies the wakeup; no store read needed.
+      if (w.driver.inFlight >= w.driver.concurrency || w.driver.backedUp) {
+        // Busy, or held back by the settle backlog (spec §8.9): a freed slot, or the settlement that
+        // ends the hold, notifies the wakeup; no store read needed.
         await this.#wakeup.wait(this.#o.pollIntervalMs);
         continue;
       }
