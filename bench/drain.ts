@@ -2,14 +2,17 @@
  * An in-process drain, for A/B comparisons of two builds: the numbers quoted beside optimisations in
  * the code ("in-process drains of 60,000 at c16, alternating pairs").
  *
- *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--base /abs/other/dist]
+ *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--prefetch 500] [--base /abs/other/dist]
  *
  * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
  * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
- * then times `start({ concurrency: 16, prefetch: 500 })` until every handler has run, and reports
+ * then times `start({ concurrency: 16, prefetch })` until every handler has run, and reports
  * tasks/s, the process's CPU per task, and on PostgreSQL the CPU of every `postgres` process of this
- * machine per task (read from /proc; the server must be local). With `--base`, runs alternate
- * base, this build, base, …, `--pairs` times, and the medians of each are printed.
+ * machine per task (read from /proc; the server must be local), the WAL written per task
+ * (pg_current_wal_lsn before and after) and, when the server loads pg_stat_statements, the
+ * execution time of the drain's statements per task (the extension's counters are reset before each
+ * drain). With `--base`, runs alternate base, this build, base, …, `--pairs` times, and the medians
+ * of each are printed.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -24,6 +27,7 @@ const { values: args } = parseArgs({
   options: {
     store: { type: "string", default: "sqlite" },
     tasks: { type: "string", default: "60000" },
+    prefetch: { type: "string", default: "500" },
     pairs: { type: "string", default: "5" },
     base: { type: "string" },
     "pg-url": {
@@ -48,6 +52,10 @@ interface Sample {
   rate: number;
   cpuUs: number;
   pgCpuUs: number | null;
+  /** WAL the server wrote during the drain, bytes per task (pg_current_wal_lsn before and after). */
+  walBytes: number | null;
+  /** Execution time of the drain's statements, µs per task (only with pg_stat_statements loaded). */
+  stmtUs: number | null;
 }
 
 /** CPU time of every postgres process of this machine, in ms (clock ticks of 10 ms). */
@@ -98,19 +106,42 @@ async function child(dist: string): Promise<Sample> {
       await admin.connect();
       await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
     }
+    const wal = async () =>
+      admin ? Number((await admin.query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b")).rows[0].b) : 0;
+    const wal0 = await wal();
+    // With pg_stat_statements loaded on the server, the statements' own execution time too.
+    const stmts = admin
+      ? await admin.query("SELECT pg_stat_statements_reset()").then(
+          () => true,
+          () => false,
+        )
+      : false;
     const pg0 = admin ? postgresCpuMs() : 0;
     const c0 = process.cpuUsage();
     const t0 = performance.now();
-    await r.start({ concurrency: 16, prefetch: 500 });
+    await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
     await finished;
     const ms = performance.now() - t0;
     const c = process.cpuUsage(c0);
     const pgMs = admin ? postgresCpuMs() - pg0 : null;
+    const walBytes = admin ? (await wal()) - wal0 : null;
+    const stmtMs = stmts
+      ? Number(
+          (
+            await admin!.query(
+              "SELECT coalesce(sum(total_exec_time), 0) AS ms FROM pg_stat_statements WHERE query LIKE $1",
+              [`%"${schema}".%`],
+            )
+          ).rows[0].ms,
+        )
+      : null;
     await r.close();
     return {
       rate: (N / ms) * 1_000,
       cpuUs: (c.user + c.system) / N,
       pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
+      walBytes: walBytes === null ? null : walBytes / N,
+      stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
     };
   } finally {
     if (admin) {
@@ -136,7 +167,16 @@ const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) =>
 const f = (x: number | null, d = 1) => (x === null ? "–" : x.toFixed(d));
 for (let i = 0; i < PAIRS; i++) {
   for (const [name, dist] of builds) {
-    const forwarded = ["--store", args.store!, "--tasks", String(N), "--pg-url", args["pg-url"]!];
+    const forwarded = [
+      "--store",
+      args.store!,
+      "--tasks",
+      String(N),
+      "--prefetch",
+      args.prefetch!,
+      "--pg-url",
+      args["pg-url"]!,
+    ];
     const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), ...forwarded, "--child", dist], {
       encoding: "utf8",
     });
@@ -144,18 +184,22 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(res.stdout.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s, ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task`,
+      `${name} ${f(s.rate, 0)} tasks/s, ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
     );
   }
 }
 console.log(
-  `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch 500; medians of ${PAIRS} run(s)\n`,
+  `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}; medians of ${PAIRS} run(s)\n`,
 );
-console.log("| build | tasks/s | process CPU µs/task | postgres CPU µs/task |\n| --- | ---: | ---: | ---: |");
+console.log(
+  "| build | tasks/s | process CPU µs/task | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: |",
+);
 for (const [name, dist] of builds) {
   const s = samples[name]!;
   const pgs = s.map((x) => x.pgCpuUs).filter((x): x is number => x !== null);
+  const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
+  const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
   );
 }
