@@ -181,6 +181,19 @@ export class PgCore {
 
   /** One transaction with retries of deadlocks/serialization failures (known to have had no effect). */
   async tx<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return this.#attempts(fn, true);
+  }
+
+  /**
+   * One statement in its own implicit transaction (no BEGIN, no COMMIT: one round trip where `tx`
+   * takes three), with `tx`'s retries: a statement that failed had no effect. `fn` must send exactly
+   * one statement that writes.
+   */
+  async autocommit<T>(fn: (c: Client) => Promise<T>): Promise<T> {
+    return this.#attempts(fn, false);
+  }
+
+  async #attempts<T>(fn: (c: Client) => Promise<T>, block: boolean): Promise<T> {
     if (this.closed) throw new StoreError("the store is closed");
     for (let attempt = 1; ; attempt++) {
       let client: Client;
@@ -191,14 +204,15 @@ export class PgCore {
       }
       let broken = false;
       try {
-        await client.query("BEGIN");
+        if (block) await client.query("BEGIN");
         const out = await fn(client);
-        await client.query("COMMIT");
+        if (block) await client.query("COMMIT");
         return out;
       } catch (err) {
-        await client.query("ROLLBACK").catch(() => {
-          broken = true;
-        });
+        if (block)
+          await client.query("ROLLBACK").catch(() => {
+            broken = true;
+          });
         const code = (err as { code?: string }).code;
         if (code && RETRYABLE.has(code) && attempt < 8) {
           await new Promise((r) => setTimeout(r, Math.floor(Math.random() * 10 * 2 ** attempt)));

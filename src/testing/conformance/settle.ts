@@ -109,6 +109,28 @@ export function registerSettleTests(it: Define): void {
     expect((await must(store, d!)).status).toBe("pending");
   });
 
+  it("§3.7 / §4.5 a settle batch of plain completions with an abort-marked task and a repeated claim answers each in its place", async ({
+    store,
+    expect,
+  }) => {
+    const [a, b, c] = await ids(store, [newTask(), newTask(), newTask()]);
+    const claimed = await store.claim(claimReq({ limit: 3 }));
+    expect(claimed.map((t) => t.id)).toEqual([a, b, c]);
+    const [fa, fb, fc] = claimed.map(fenceOf);
+    expect(abortState(await store.abort(b!))).toEqual({ state: "marked" });
+    expect(
+      await store.settle([
+        { kind: "complete", fence: fc!, result: '"c"' },
+        { kind: "complete", fence: fb!, result: '"b"' },
+        { kind: "complete", fence: fa!, result: '"a"' },
+        { kind: "complete", fence: fc!, result: '"c again"' },
+      ]),
+    ).toEqual(["ok", "abort_marked", "ok", "lease_lost"]);
+    expect(await must(store, a!)).toMatchObject({ outcome: "completed", result: "a" });
+    expect(await must(store, c!)).toMatchObject({ outcome: "completed", result: "c" });
+    expect(await must(store, b!)).toMatchObject({ status: "running", abortRequested: true });
+  });
+
   it("§3.7 / §6.2 a settle batch whose completions all apply answers each ok, releases the dependents of the one that has them, and applies the retry beside them", async ({
     store,
     expect,
