@@ -3,6 +3,7 @@
  * the code ("in-process drains of 60,000 at c16, alternating pairs").
  *
  *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--prefetch 500] [--base /abs/other/dist]
+ *   node dist/bench/drain.js --store pg --floor [--tasks 60000] [--pairs 3]
  *
  * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
  * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
@@ -35,6 +36,7 @@ const { values: args } = parseArgs({
       default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
     },
     child: { type: "string" },
+    floor: { type: "boolean", default: false },
   },
 });
 const N = Number(args.tasks);
@@ -43,6 +45,8 @@ if (args.store !== "sqlite" && args.store !== "pg") throw new Error("--store is 
 if (!Number.isInteger(N) || N < 1_000 || N > 2_000_000 || N % 1_000 !== 0)
   throw new Error("--tasks must be a multiple of 1,000 in [1000, 2000000]");
 if (!Number.isInteger(PAIRS) || PAIRS < 1 || PAIRS > 50) throw new Error("--pairs must be in [1, 50]");
+if (args.floor && args.store !== "pg") throw new Error("--floor runs on PostgreSQL only (--store pg)");
+if (args.floor && args.base) throw new Error("--floor and --base do not go together");
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** This build's dist/ (this file runs as dist/bench/drain.js). */
@@ -73,6 +77,49 @@ function postgresCpuMs(): number {
     }
   }
   return ticks * 10;
+}
+
+/** Times `drain` (which resolves when N tasks have run) and reads what it cost. */
+async function measure(
+  admin: pg.Client | undefined,
+  schema: string,
+  drain: () => Promise<void>,
+): Promise<Sample> {
+  const wal = async () =>
+    admin ? Number((await admin.query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b")).rows[0].b) : 0;
+  const wal0 = await wal();
+  // With pg_stat_statements loaded on the server, the statements' own execution time too.
+  const stmts = admin
+    ? await admin.query("SELECT pg_stat_statements_reset()").then(
+        () => true,
+        () => false,
+      )
+    : false;
+  const pg0 = admin ? postgresCpuMs() : 0;
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  await drain();
+  const ms = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  const pgMs = admin ? postgresCpuMs() - pg0 : null;
+  const walBytes = admin ? (await wal()) - wal0 : null;
+  const stmtMs = stmts
+    ? Number(
+        (
+          await admin!.query(
+            "SELECT coalesce(sum(total_exec_time), 0) AS ms FROM pg_stat_statements WHERE query LIKE $1",
+            [`%"${schema}".%`],
+          )
+        ).rows[0].ms,
+      )
+    : null;
+  return {
+    rate: (N / ms) * 1_000,
+    cpuUs: (c.user + c.system) / N,
+    pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
+    walBytes: walBytes === null ? null : walBytes / N,
+    stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
+  };
 }
 
 async function child(dist: string): Promise<Sample> {
@@ -106,43 +153,12 @@ async function child(dist: string): Promise<Sample> {
       await admin.connect();
       await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
     }
-    const wal = async () =>
-      admin ? Number((await admin.query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b")).rows[0].b) : 0;
-    const wal0 = await wal();
-    // With pg_stat_statements loaded on the server, the statements' own execution time too.
-    const stmts = admin
-      ? await admin.query("SELECT pg_stat_statements_reset()").then(
-          () => true,
-          () => false,
-        )
-      : false;
-    const pg0 = admin ? postgresCpuMs() : 0;
-    const c0 = process.cpuUsage();
-    const t0 = performance.now();
-    await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
-    await finished;
-    const ms = performance.now() - t0;
-    const c = process.cpuUsage(c0);
-    const pgMs = admin ? postgresCpuMs() - pg0 : null;
-    const walBytes = admin ? (await wal()) - wal0 : null;
-    const stmtMs = stmts
-      ? Number(
-          (
-            await admin!.query(
-              "SELECT coalesce(sum(total_exec_time), 0) AS ms FROM pg_stat_statements WHERE query LIKE $1",
-              [`%"${schema}".%`],
-            )
-          ).rows[0].ms,
-        )
-      : null;
+    const sample = await measure(admin, schema, async () => {
+      await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
+      await finished;
+    });
     await r.close();
-    return {
-      rate: (N / ms) * 1_000,
-      cpuUs: (c.user + c.system) / N,
-      pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
-      walBytes: walBytes === null ? null : walBytes / N,
-      stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
-    };
+    return sample;
   } finally {
     if (admin) {
       await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
@@ -152,17 +168,73 @@ async function child(dist: string): Promise<Sample> {
   }
 }
 
+/**
+ * `--floor`: the statements of floor-pg (bench/peers/floor.ts) in this process, measured like a drain:
+ * a four-column table, claims of 500 (`FOR UPDATE SKIP LOCKED … RETURNING`) on one connection, each
+ * batch completed by one `UPDATE` on a second connection while the next claim runs. What the store
+ * itself asks of a job that keeps its row, without the harness's worker start-up.
+ */
+async function floorChild(): Promise<Sample> {
+  const schema = `drain_floor_${process.pid}`;
+  const t = `"${schema}".floor_jobs`;
+  const url = args["pg-url"]!;
+  const admin = new pg.Client(url);
+  const claimer = new pg.Client(url);
+  const completer = new pg.Client(url);
+  await Promise.all([admin.connect(), claimer.connect(), completer.connect()]);
+  try {
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    await admin.query(
+      `CREATE TABLE ${t} (id bigserial PRIMARY KEY, payload text NOT NULL, status smallint NOT NULL DEFAULT 0, locked_by text)`,
+    );
+    await admin.query(`CREATE INDEX ON ${t} (id) WHERE status = 0`);
+    for (let i = 0; i < N; i += 1_000)
+      await admin.query(`INSERT INTO ${t} (payload) SELECT unnest($1::text[])`, [
+        Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
+      ]);
+    await admin.query(`VACUUM ANALYZE ${t}`);
+    return await measure(admin, schema, async () => {
+      let done = 0;
+      let completing: Promise<unknown> = Promise.resolve();
+      while (done < N) {
+        const res = await claimer.query({
+          name: "floor-claim",
+          text: `UPDATE ${t} SET status = 1, locked_by = $1 WHERE id = ANY(ARRAY(
+            SELECT id FROM ${t} WHERE status = 0 ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED)) RETURNING id, payload`,
+          values: ["drain"],
+        });
+        const rows = res.rows as { id: string; payload: string }[];
+        for (const row of rows) JSON.parse(row.payload);
+        done += rows.length;
+        await completing;
+        completing = completer.query({
+          name: "floor-complete",
+          text: `UPDATE ${t} SET status = 2 WHERE id = ANY($1::bigint[])`,
+          values: [rows.map((row) => row.id)],
+        });
+      }
+      await completing;
+    });
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+    await Promise.all([admin.end(), claimer.end(), completer.end()]).catch(() => {});
+  }
+}
+
 if (args.child) {
-  process.stdout.write(`${JSON.stringify(await child(args.child))}\n`);
+  const sample = args.child === "floor" ? await floorChild() : await child(args.child);
+  process.stdout.write(`${JSON.stringify(sample)}\n`);
   process.exit(0);
 }
 
-const builds: [string, string][] = args.base
-  ? [
-      ["base", resolve(args.base)],
-      ["this", OWN],
-    ]
-  : [["this", OWN]];
+const builds: [string, string][] = args.floor
+  ? [["floor", "floor"]]
+  : args.base
+    ? [
+        ["base", resolve(args.base)],
+        ["this", OWN],
+      ]
+    : [["this", OWN]];
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
 const f = (x: number | null, d = 1) => (x === null ? "–" : x.toFixed(d));
 for (let i = 0; i < PAIRS; i++) {

@@ -179,10 +179,15 @@ async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
   let completing: Promise<unknown> = Promise.resolve();
   const loop = (async () => {
     while (!stopping) {
+      // `id = ANY(ARRAY(…))`: the locked ids come from an init plan and the update finds them by primary
+      // key. As `id IN (SELECT …)` the planner joined the subquery to a scan of the whole table, on every
+      // claim (EXPLAIN: Hash Semi Join over a Seq Scan; 4.1 against 2.4 ms for a claim of 500 of 20,000),
+      // which held this floor ~2× below what the store allows (in-process, 60,000 jobs: 47k jobs/s and
+      // 23 µs of server CPU per job).
       const res = await claimer.query({
         name: "floor-claim",
-        text: `UPDATE ${s} SET status = 1, locked_by = $1 WHERE id IN
-          (SELECT id FROM ${s} WHERE status = 0 ORDER BY id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED) RETURNING id, payload`,
+        text: `UPDATE ${s} SET status = 1, locked_by = $1 WHERE id = ANY(ARRAY(
+          SELECT id FROM ${s} WHERE status = 0 ORDER BY id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED)) RETURNING id, payload`,
         values: [me],
       });
       const rows = res.rows as { id: string; payload: string }[];
