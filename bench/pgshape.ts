@@ -1,0 +1,210 @@
+/**
+ * What a task's row costs the PostgreSQL server, taken apart (docs/benchmarks-peers.md, "Where a
+ * PostgreSQL task's cost goes").
+ *
+ *   npm run build && node dist/bench/pgshape.js [--tasks 60000] [--rounds 2] [--pg-url postgres://…]
+ *
+ * Each variant is a fresh schema: Ratchet migrates it, the variant's change is applied, `--tasks`
+ * no-ops are enqueued, VACUUM ANALYZE; then claims of 500 and the completion of each claim, one after
+ * the other on one connection, until every task has completed. Nothing else runs, so the time is
+ * the statements' own. Variants:
+ * - `ratchet`: the store's own claim and settle (PostgresStore.claim / settle);
+ * - `bare`: one UPDATE claiming 500 (the candidates locked with SKIP LOCKED, reached by ctid) and one
+ *   UPDATE completing them: the two row writes and nothing else of Ratchet's;
+ * - `… ff100`: the table at fillfactor 100, as before migration 8;
+ * - `bare -lease -ended`: without the two indexes each task adds an entry to;
+ * - `bare -checks`: without the table's CHECK constraints.
+ * Reported per task, medians of `--rounds`: from pg_stat_statements when the server loads it (the
+ * execution time of the statements on the variant's schema: claims, the rest), else the client's
+ * wall time of the calls (round trips and commits included).
+ */
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { defineTask, Ratchet, silentLogger } from "../src/index.js";
+import { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { median } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    tasks: { type: "string", default: "60000" },
+    rounds: { type: "string", default: "2" },
+    "pg-url": {
+      type: "string",
+      default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
+  },
+});
+const N = Number(args.tasks);
+const ROUNDS = Number(args.rounds);
+if (!Number.isInteger(N) || N < 1_000 || N > 1_000_000 || N % 1_000 !== 0)
+  throw new Error("--tasks must be a multiple of 1,000 in [1000, 1000000]");
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 20) throw new Error("--rounds must be in [1, 20]");
+const URL = args["pg-url"]!;
+const CLAIM = 500;
+
+interface Variant {
+  name: string;
+  own: boolean;
+  fillfactor?: number;
+  drop?: string[];
+  noChecks?: boolean;
+}
+const VARIANTS: Variant[] = [
+  { name: "ratchet", own: true },
+  { name: "ratchet ff100", own: true, fillfactor: 100 },
+  { name: "bare", own: false },
+  { name: "bare ff100", own: false, fillfactor: 100 },
+  { name: "bare -lease -ended", own: false, drop: ["ratchet_tasks_lease", "ratchet_tasks_ended"] },
+  { name: "bare -checks", own: false, noChecks: true },
+];
+
+const noop = defineTask({ name: "noop", run: () => null });
+
+async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<void> {
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  const r = await Ratchet.open({
+    store: URL,
+    postgres: { schema },
+    tasks: [noop],
+    logger: silentLogger,
+    maxDepth: 2_000_000,
+  });
+  try {
+    const t = `"${schema}".ratchet_tasks`;
+    if (v.fillfactor) await admin.query(`ALTER TABLE ${t} SET (fillfactor = ${v.fillfactor})`);
+    for (const ix of v.drop ?? []) await admin.query(`DROP INDEX "${schema}".${ix}`);
+    if (v.noChecks) {
+      const cs = await admin.query(
+        "SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'",
+        [t],
+      );
+      for (const c of cs.rows as { conname: string }[])
+        await admin.query(`ALTER TABLE ${t} DROP CONSTRAINT "${c.conname}"`);
+    }
+    for (let i = 0; i < N; i += 1_000)
+      await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
+  } finally {
+    await r.close();
+  }
+  await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+}
+
+/** Claims and completes every task; returns the client's wall time of claims and completions, ms. */
+async function drainOwn(schema: string): Promise<[number, number]> {
+  const store = new PostgresStore({ connectionString: URL, schema, poolMax: 2 });
+  let claimMs = 0;
+  let settleMs = 0;
+  try {
+    for (let done = 0; done < N; ) {
+      let t = performance.now();
+      const claimed = await store.claim({
+        workerId: "pgshape",
+        queues: ["default"],
+        names: ["noop"],
+        limit: CLAIM,
+        leaseGraceMs: 10_000,
+      });
+      claimMs += performance.now() - t;
+      if (claimed.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
+      t = performance.now();
+      const results = await store.settle(
+        claimed.map((c) => ({ kind: "complete", fence: { taskId: c.id, token: c.epoch }, result: "null" })),
+      );
+      settleMs += performance.now() - t;
+      if (results.some((x) => x !== "ok")) throw new Error("a completion was refused");
+      done += claimed.length;
+    }
+  } finally {
+    await store.close();
+  }
+  return [claimMs, settleMs];
+}
+
+async function drainBare(c: pg.Client, schema: string): Promise<[number, number]> {
+  const t = `"${schema}".ratchet_tasks`;
+  let claimMs = 0;
+  let settleMs = 0;
+  for (let done = 0; done < N; ) {
+    let t0 = performance.now();
+    const res = await c.query({
+      name: `bare-claim-${schema}`,
+      text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${t} WHERE queue = 'default' AND status = 'pending'
+               ORDER BY order_key, id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED)
+             UPDATE ${t} u SET status = 'running', attempts = u.attempts + 1, epoch = u.epoch + 1,
+               lease_until = $1::bigint + u.max_ms, locked_by = 'pgshape', claimed_at = $1::bigint,
+               started_at = coalesce(u.started_at, $1::bigint), updated_at = $1::bigint, wake_at = NULL
+             WHERE u.ctid = ANY(ARRAY(SELECT tid FROM c))
+             RETURNING u.id, u.name, u.version, u.input, u.priority, u.max_ms, u.attempts, u.epoch`,
+      values: [Date.now()],
+    });
+    claimMs += performance.now() - t0;
+    const ids = (res.rows as { id: string }[]).map((r) => r.id);
+    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
+    t0 = performance.now();
+    await c.query({
+      name: `bare-complete-${schema}`,
+      text: `UPDATE ${t} SET status = 'terminal', outcome = 'completed', result = 'null', ended_at = $2::bigint,
+               lease_until = NULL, locked_by = NULL, updated_at = $2::bigint
+             WHERE id = ANY($1::bigint[]) AND status = 'running'`,
+      values: [ids, Date.now()],
+    });
+    settleMs += performance.now() - t0;
+    done += ids.length;
+  }
+  return [claimMs, settleMs];
+}
+
+const admin = new pg.Client(URL);
+await admin.connect();
+const statements = await admin.query("SELECT pg_stat_statements_reset()").then(
+  () => true,
+  () => false,
+);
+const samples = new Map<string, { claim: number[]; rest: number[] }>(
+  VARIANTS.map((v) => [v.name, { claim: [], rest: [] }]),
+);
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const v of VARIANTS) {
+      const schema = `pgshape_${process.pid}`;
+      await prepare(admin, schema, v);
+      if (statements) await admin.query("SELECT pg_stat_statements_reset()");
+      let [claimMs, restMs] = v.own ? await drainOwn(schema) : await drainBare(admin, schema);
+      if (statements) {
+        const rows = (
+          await admin.query(
+            `SELECT coalesce(sum(total_exec_time) FILTER (WHERE query LIKE '%SKIP LOCKED%'), 0) AS claim,
+                    coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE '%SKIP LOCKED%'), 0) AS rest
+             FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%pg_stat_statements%'`,
+            [`%"${schema}".%`],
+          )
+        ).rows[0] as { claim: number; rest: number };
+        claimMs = Number(rows.claim);
+        restMs = Number(rows.rest);
+      }
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      const s = samples.get(v.name)!;
+      s.claim.push((claimMs * 1_000) / N);
+      s.rest.push((restMs * 1_000) / N);
+      console.error(
+        `round ${round + 1} ${v.name}: claim ${s.claim.at(-1)!.toFixed(2)}, completion ${s.rest.at(-1)!.toFixed(2)} µs/task`,
+      );
+    }
+  }
+} finally {
+  await admin.end();
+}
+console.log(
+  `\nClaims of ${CLAIM} and their completions over ${N} tasks, one connection; µs per task, medians of ${ROUNDS} round(s), ${
+    statements
+      ? "server execution time (pg_stat_statements)"
+      : "client wall time (pg_stat_statements not loaded)"
+  }\n`,
+);
+console.log("| variant | claim | completion | both |\n| --- | ---: | ---: | ---: |");
+for (const v of VARIANTS) {
+  const s = samples.get(v.name)!;
+  const c = median(s.claim);
+  const r = median(s.rest);
+  console.log(`| ${v.name} | ${c.toFixed(2)} | ${r.toFixed(2)} | ${(c + r).toFixed(2)} |`);
+}
