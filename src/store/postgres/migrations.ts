@@ -377,10 +377,10 @@ END $$;
 -- the old version while it finds one (a Heap/LOCK record per task, pg_walinspect). With half of
 -- each page free, the claim's versions fit beside the originals, and the settlement's fit once
 -- the page is pruned of the claim's dead ones. Drains of 60,000 at c16 (bench/drain.ts, medians
--- of pairs): 987 → 776 bytes of WAL per task. A claim and a completion of 500 at a time, run alone
--- over 60,000 tasks (pg_stat_statements, two runs each): the bare UPDATEs 15.6 → 14.0 µs per task,
--- Ratchet's own statements ~17.9 → ~17.3. The price: pending rows take twice the pages until they
--- are rewritten. Applies to pages filled from now on.
+-- of pairs): 987 → 776 bytes of WAL per task. Ratchet's claims of 500 and their settlements, run
+-- alone over 60,000 tasks (node dist/bench/pgshape.js --rounds 3, pg_stat_statements): 19.4 → 17.8
+-- µs of server time per task. The price: pending rows take twice the pages until they are
+-- rewritten. Applies to pages filled from now on.
 ALTER TABLE {s}.ratchet_tasks SET (fillfactor = 50);
 `,
   },
