@@ -22,6 +22,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
+import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "./floor-sql.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -184,12 +185,9 @@ async function floorChild(): Promise<Sample> {
   await Promise.all([admin.connect(), claimer.connect(), completer.connect()]);
   try {
     await admin.query(`CREATE SCHEMA "${schema}"`);
-    await admin.query(
-      `CREATE TABLE ${t} (id bigserial PRIMARY KEY, payload text NOT NULL, status smallint NOT NULL DEFAULT 0, locked_by text)`,
-    );
-    await admin.query(`CREATE INDEX ON ${t} (id) WHERE status = 0`);
+    for (const sql of floorPgSchema(t)) await admin.query(sql);
     for (let i = 0; i < N; i += 1_000)
-      await admin.query(`INSERT INTO ${t} (payload) SELECT unnest($1::text[])`, [
+      await admin.query(floorPgInsert(t), [
         Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
       ]);
     await admin.query(`VACUUM ANALYZE ${t}`);
@@ -199,8 +197,7 @@ async function floorChild(): Promise<Sample> {
       while (done < N) {
         const res = await claimer.query({
           name: "floor-claim",
-          text: `UPDATE ${t} SET status = 1, locked_by = $1 WHERE id = ANY(ARRAY(
-            SELECT id FROM ${t} WHERE status = 0 ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED)) RETURNING id, payload`,
+          text: floorPgClaim(t, 500),
           values: ["drain"],
         });
         const rows = res.rows as { id: string; payload: string }[];
@@ -209,7 +206,7 @@ async function floorChild(): Promise<Sample> {
         await completing;
         completing = completer.query({
           name: "floor-complete",
-          text: `UPDATE ${t} SET status = 2 WHERE id = ANY($1::bigint[])`,
+          text: floorPgComplete(t),
           values: [rows.map((row) => row.id)],
         });
       }
