@@ -23,6 +23,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "./floor-sql.js";
+import { countingNoop } from "./noop.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -127,18 +128,7 @@ async function child(dist: string): Promise<Sample> {
   const { defineTask, Ratchet, silentLogger }: typeof import("../src/index.js") = await import(
     pathToFileURL(join(dist, "src/index.js")).href
   );
-  let seen = 0;
-  let all!: () => void;
-  const finished = new Promise<void>((r) => {
-    all = r;
-  });
-  const noop = defineTask({
-    name: "noop",
-    run: () => {
-      if (++seen === N) all();
-      return null;
-    },
-  });
+  const { task: noop, finished } = countingNoop(defineTask, N);
   const common = { tasks: [noop], logger: silentLogger, pollIntervalMs: 20, maxDepth: 2_000_000 };
   const schema = `drain_${process.pid}`;
   const dir = mkdtempSync(join(tmpdir(), "ratchet-drain-"));

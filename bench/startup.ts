@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
+import { countingNoop } from "./noop.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -40,20 +41,10 @@ interface Sample {
   allMs: number;
 }
 
-let seen = 0;
 let first = 0;
 let t0 = 0;
-let all!: () => void;
-const finished = new Promise<void>((r) => {
-  all = r;
-});
-const noop = defineTask({
-  name: "noop",
-  run: () => {
-    if (first === 0) first = performance.now() - t0;
-    if (++seen === N) all();
-    return null;
-  },
+const { task: noop, finished } = countingNoop(defineTask, N, () => {
+  if (first === 0) first = performance.now() - t0;
 });
 const options = (schema: string) => ({
   store: URL,
