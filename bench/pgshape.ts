@@ -2,7 +2,7 @@
  * What a task's row costs the PostgreSQL server, taken apart (docs/benchmarks-peers.md, "Where a
  * PostgreSQL task's cost goes").
  *
- *   npm run build && node dist/bench/pgshape.js [--tasks 60000] [--rounds 2] [--pg-url postgres://…]
+ *   npm run build && node dist/bench/pgshape.js [--tasks 60000] [--rounds 2] [--only ratchet,narrow] [--pg-url postgres://…]
  *
  * Each variant is a fresh schema: Ratchet migrates it, the variant's change is applied, `--tasks`
  * no-ops are enqueued, VACUUM ANALYZE; then claims of 500 and the completion of each claim, one after
@@ -13,7 +13,16 @@
  *   UPDATE completing them: the two row writes and nothing else of Ratchet's;
  * - `… ff100`: the table at fillfactor 100, as before migration 8;
  * - `bare -lease -ended`: without the two indexes each task adds an entry to;
- * - `bare -checks`: without the table's CHECK constraints.
+ * - `bare -checks`: without the table's CHECK constraints;
+ * - `bare -rare indexes`: without the ten partial indexes a plain task never has an entry in (every
+ *   non-HOT update still tests each one's predicate);
+ * - `bare -lock`: the claim without FOR UPDATE SKIP LOCKED (the lock's own write);
+ * - `bare slim`: the table rebuilt with only the 23 columns that hold values on a plain task (no
+ *   CHECKs, the primary key and the ready, lease and ended indexes): what the row's width costs;
+ * - `narrow`: a sketch of the hot columns (status, order, attempts, epoch, lease and times) in a
+ *   table of their own with the ready, lease and ended indexes; the claim reads the input from the
+ *   wide row by primary key, the completion writes only the hot row;
+ * - `floor-pg`: floor-pg's own table and statements (bench/floor-sql.ts).
  * Reported per task, medians of `--rounds`: from pg_stat_statements when the server loads it (the
  * execution time of the statements on the variant's schema: claims, the rest), else the client's
  * wall time of the calls (round trips and commits included).
@@ -22,12 +31,14 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "./floor-sql.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
     tasks: { type: "string", default: "60000" },
     rounds: { type: "string", default: "2" },
+    only: { type: "string" },
     "pg-url": {
       type: "string",
       default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -44,24 +55,61 @@ const CLAIM = 500;
 
 interface Variant {
   name: string;
-  own: boolean;
+  /** Whose statements: the store's own, the bare two UPDATEs, floor-pg's, or the narrow sketch's. */
+  kind: "own" | "bare" | "floor" | "narrow";
   fillfactor?: number;
   drop?: string[];
   noChecks?: boolean;
+  /** The table rebuilt with its 23 columns that hold values on a plain task, no CHECKs, three indexes. */
+  slim?: boolean;
+  /** The bare claim without FOR UPDATE SKIP LOCKED (one claimer here, so nothing to skip). */
+  noLock?: boolean;
 }
-const VARIANTS: Variant[] = [
-  { name: "ratchet", own: true },
-  { name: "ratchet ff100", own: true, fillfactor: 100 },
-  { name: "bare", own: false },
-  { name: "bare ff100", own: false, fillfactor: 100 },
-  { name: "bare -lease -ended", own: false, drop: ["ratchet_tasks_lease", "ratchet_tasks_ended"] },
-  { name: "bare -checks", own: false, noChecks: true },
+/** The partial indexes no row of a plain claim or completion has an entry in. */
+const RARE_INDEXES = [
+  "wake",
+  "dedupe",
+  "job",
+  "spawn",
+  "marked",
+  "completing",
+  "parked",
+  "scope",
+  "seat",
+  "seat_parked",
+].map((n) => `ratchet_tasks_${n}`);
+const ALL: Variant[] = [
+  { name: "ratchet", kind: "own" },
+  { name: "ratchet ff100", kind: "own", fillfactor: 100 },
+  { name: "bare", kind: "bare" },
+  { name: "bare ff100", kind: "bare", fillfactor: 100 },
+  { name: "bare -lease -ended", kind: "bare", drop: ["ratchet_tasks_lease", "ratchet_tasks_ended"] },
+  { name: "bare -checks", kind: "bare", noChecks: true },
+  { name: "narrow", kind: "narrow" },
+  { name: "bare slim", kind: "bare", slim: true },
+  { name: "bare -rare indexes", kind: "bare", drop: RARE_INDEXES },
+  { name: "bare -lock", kind: "bare", noLock: true },
+  { name: "floor-pg", kind: "floor" },
 ];
+const ONLY = args.only?.split(",");
+const VARIANTS = ONLY ? ALL.filter((v) => ONLY.includes(v.name)) : ALL;
+if (VARIANTS.length === 0) throw new Error(`--only names none of: ${ALL.map((v) => v.name).join(", ")}`);
 
 const noop = defineTask({ name: "noop", run: () => null });
 
 async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<void> {
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  if (v.kind === "floor") {
+    const t = `"${schema}".floor_jobs`;
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    for (const sql of floorPgSchema(t)) await admin.query(sql);
+    for (let i = 0; i < N; i += 1_000)
+      await admin.query(floorPgInsert(t), [
+        Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
+      ]);
+    await admin.query(`VACUUM ANALYZE ${t}`);
+    return;
+  }
   const r = await Ratchet.open({
     store: URL,
     postgres: { schema },
@@ -86,7 +134,93 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
   } finally {
     await r.close();
   }
+  if (v.slim) {
+    const t = `"${schema}".ratchet_tasks`;
+    await admin.query(`ALTER TABLE ${t} RENAME TO wide`);
+    await admin.query(
+      `CREATE TABLE ${t} WITH (fillfactor = 50) AS SELECT id, queue, name, version, input, status, outcome, result, priority, order_key, max_ms, attempts, max_attempts, epoch, run_after, wake_at, lease_until, locked_by, created_at, updated_at, started_at, claimed_at, ended_at FROM "${schema}".wide`,
+    );
+    await admin.query(`ALTER TABLE ${t} ADD PRIMARY KEY (id)`);
+    await admin.query(`CREATE INDEX ON ${t} (queue, order_key, id) WHERE status = 'pending'`);
+    await admin.query(`CREATE INDEX ON ${t} (lease_until) WHERE status = 'running'`);
+    await admin.query(`CREATE INDEX ON ${t} (ended_at) WHERE status = 'terminal'`);
+  }
+  if (v.kind === "narrow") {
+    // The hot columns in a table of their own, with the three indexes a task's claim and completion
+    // add entries to; everything else stays in ratchet_tasks and is only read.
+    const h = `"${schema}".hot`;
+    await admin.query(
+      `CREATE TABLE ${h} WITH (fillfactor = 50) AS SELECT id, queue, status, order_key, max_ms, attempts, epoch,
+         lease_until, locked_by, claimed_at, started_at, updated_at, ended_at FROM "${schema}".ratchet_tasks`,
+    );
+    await admin.query(`ALTER TABLE ${h} ADD PRIMARY KEY (id)`);
+    await admin.query(`CREATE INDEX ON ${h} (queue, order_key, id) WHERE status = 'pending'`);
+    await admin.query(`CREATE INDEX ON ${h} (lease_until) WHERE status = 'running'`);
+    await admin.query(`CREATE INDEX ON ${h} (ended_at) WHERE status = 'terminal'`);
+    await admin.query(`VACUUM ANALYZE ${h}`);
+  }
   await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+}
+
+/** Claims and completions of floor-pg's statements (bench/floor-sql.ts) over its table. */
+async function drainFloor(c: pg.Client, schema: string): Promise<[number, number]> {
+  const t = `"${schema}".floor_jobs`;
+  let claimMs = 0;
+  let settleMs = 0;
+  for (let done = 0; done < N; ) {
+    let t0 = performance.now();
+    const res = await c.query({
+      name: `floor-claim-${schema}`,
+      text: floorPgClaim(t, CLAIM),
+      values: ["pgshape"],
+    });
+    claimMs += performance.now() - t0;
+    const ids = (res.rows as { id: string }[]).map((r) => r.id);
+    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
+    t0 = performance.now();
+    await c.query({ name: `floor-complete-${schema}`, text: floorPgComplete(t), values: [ids] });
+    settleMs += performance.now() - t0;
+    done += ids.length;
+  }
+  return [claimMs, settleMs];
+}
+
+/**
+ * The narrow sketch: the claim updates the hot row and reads the task's input from the wide one by
+ * primary key; the completion (of a task whose result is null) writes the hot row only.
+ */
+async function drainNarrow(c: pg.Client, schema: string): Promise<[number, number]> {
+  const h = `"${schema}".hot`;
+  let claimMs = 0;
+  let settleMs = 0;
+  for (let done = 0; done < N; ) {
+    let t0 = performance.now();
+    const res = await c.query({
+      name: `narrow-claim-${schema}`,
+      text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${h} WHERE queue = 'default' AND status = 'pending'
+               ORDER BY order_key, id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED),
+             u AS (UPDATE ${h} u SET status = 'running', attempts = u.attempts + 1, epoch = u.epoch + 1,
+               lease_until = $1::bigint + u.max_ms, locked_by = 'pgshape', claimed_at = $1::bigint,
+               started_at = coalesce(u.started_at, $1::bigint), updated_at = $1::bigint
+             WHERE u.ctid = ANY(ARRAY(SELECT tid FROM c)) RETURNING u.id, u.attempts, u.epoch)
+             SELECT u.id, u.attempts, u.epoch, t.name, t.version, t.input, t.priority, t.max_ms
+             FROM u JOIN "${schema}".ratchet_tasks t ON t.id = u.id`,
+      values: [Date.now()],
+    });
+    claimMs += performance.now() - t0;
+    const ids = (res.rows as { id: string }[]).map((r) => r.id);
+    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
+    t0 = performance.now();
+    await c.query({
+      name: `narrow-complete-${schema}`,
+      text: `UPDATE ${h} SET status = 'terminal', ended_at = $2::bigint, lease_until = NULL, locked_by = NULL,
+               updated_at = $2::bigint WHERE id = ANY($1::bigint[]) AND status = 'running'`,
+      values: [ids, Date.now()],
+    });
+    settleMs += performance.now() - t0;
+    done += ids.length;
+  }
+  return [claimMs, settleMs];
 }
 
 /** Claims and completes every task; returns the client's wall time of claims and completions, ms. */
@@ -120,16 +254,16 @@ async function drainOwn(schema: string): Promise<[number, number]> {
   return [claimMs, settleMs];
 }
 
-async function drainBare(c: pg.Client, schema: string): Promise<[number, number]> {
+async function drainBare(c: pg.Client, schema: string, v: Variant): Promise<[number, number]> {
   const t = `"${schema}".ratchet_tasks`;
   let claimMs = 0;
   let settleMs = 0;
   for (let done = 0; done < N; ) {
     let t0 = performance.now();
     const res = await c.query({
-      name: `bare-claim-${schema}`,
+      name: `bare-claim-${schema}${v.noLock ? "-nolock" : ""}`,
       text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${t} WHERE queue = 'default' AND status = 'pending'
-               ORDER BY order_key, id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED)
+               ORDER BY order_key, id LIMIT ${CLAIM} ${v.noLock ? "" : "FOR UPDATE SKIP LOCKED"})
              UPDATE ${t} u SET status = 'running', attempts = u.attempts + 1, epoch = u.epoch + 1,
                lease_until = $1::bigint + u.max_ms, locked_by = 'pgshape', claimed_at = $1::bigint,
                started_at = coalesce(u.started_at, $1::bigint), updated_at = $1::bigint, wake_at = NULL
@@ -169,12 +303,15 @@ try {
       const schema = `pgshape_${process.pid}`;
       await prepare(admin, schema, v);
       if (statements) await admin.query("SELECT pg_stat_statements_reset()");
-      let [claimMs, restMs] = v.own ? await drainOwn(schema) : await drainBare(admin, schema);
+      let [claimMs, restMs] =
+        v.kind === "own"
+          ? await drainOwn(schema)
+          : await { bare: drainBare, floor: drainFloor, narrow: drainNarrow }[v.kind](admin, schema, v);
       if (statements) {
         const rows = (
           await admin.query(
-            `SELECT coalesce(sum(total_exec_time) FILTER (WHERE query LIKE '%SKIP LOCKED%'), 0) AS claim,
-                    coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE '%SKIP LOCKED%'), 0) AS rest
+            `SELECT coalesce(sum(total_exec_time) FILTER (WHERE query LIKE '%LIMIT%'), 0) AS claim,
+                    coalesce(sum(total_exec_time) FILTER (WHERE query NOT LIKE '%LIMIT%'), 0) AS rest
              FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%pg_stat_statements%'`,
             [`%"${schema}".%`],
           )
