@@ -384,6 +384,52 @@ export function registerSettleTests(it: Define): void {
     });
   });
 
+  it("§3.7 a settle batch of completions stores each task its own result, whatever its characters and length", async ({
+    store,
+    expect,
+  }) => {
+    // Multi-byte characters (2, 3 and 4 bytes in UTF-8), escapes, an empty string, a long text and
+    // repeats, settled in an order that is not the tasks' id order.
+    const values: unknown[] = [
+      "plain",
+      "é",
+      "漢字かな",
+      "🦀 crab 🦀",
+      "",
+      'quote " and \\ backslash \n',
+      "\u0000 nul escaped",
+      { nested: ["ü", 1, null, true] },
+      "x".repeat(20_000),
+      "🦀".repeat(3_000),
+      42,
+      null,
+      "é",
+      [],
+    ];
+    const n = values.length * 3;
+    const taskIds = await ids(
+      store,
+      Array.from({ length: n }, () => newTask()),
+    );
+    const claimed = await store.claim(claimReq({ limit: n }));
+    expect(claimed).toHaveLength(n);
+    const want = new Map(claimed.map((c, i) => [c.id, values[(i * 5) % values.length]]));
+    const order = [...claimed].reverse();
+    order.push(...order.splice(0, 7));
+    const results = await store.settle(
+      order.map((c) => ({
+        kind: "complete" as const,
+        fence: fenceOf(c),
+        result: JSON.stringify(want.get(c.id)),
+      })),
+    );
+    expect(results).toEqual(Array(n).fill("ok"));
+    for (const id of taskIds) {
+      const t = await must(store, id!);
+      expect([t.outcome, t.result]).toEqual(["completed", want.get(id!)]);
+    }
+  });
+
   it("§5.2 settle retry keeps the attempt, stores the error, logs 'attempt_failed' and waits exactly delayMs", async ({
     clock,
     store,
