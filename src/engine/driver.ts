@@ -20,7 +20,7 @@
  * A tick leaves the loop when nothing that fits is ready and nothing runs,
  * or its budget or task cap is used up (spec §8.3).
  */
-import type { ClaimedTask, ClaimLimits, Store } from "../store/store.js";
+import { CLAIM_STEP, type ClaimedTask, type ClaimLimits, type Store } from "../store/store.js";
 import type { Invocation } from "./context.js";
 import type { TaskDefinition } from "./definition.js";
 import { type ExecutorDeps, execute, type RunReport } from "./executor.js";
@@ -201,7 +201,7 @@ export class Driver {
     while (started < limit && this.#running.size < this.#o.concurrency && this.#startBuffered()) started++;
     const free = Math.min(limit - started, this.#o.concurrency - this.#running.size);
     const prefetch = this.#o.prefetch ?? 0;
-    const room =
+    let room =
       prefetch === 0
         ? free
         : this.#buffer.length <= prefetch / 2
@@ -210,6 +210,8 @@ export class Driver {
               this.#o.concurrency + prefetch - this.#running.size - this.#buffer.length,
             )
           : 0;
+    // A refill in a few sizes (CLAIM_STEP); the rest waits for the next one.
+    if (room > CLAIM_STEP && prefetch > 0) room -= room % CLAIM_STEP;
     if (room <= 0) return started;
     // spec §8.9.
     if (this.#settling >= SETTLE_BACKLOG) this.#backedUp = true;

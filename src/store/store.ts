@@ -189,6 +189,15 @@ export interface Enqueued {
   claimed?: ClaimedTask;
 }
 
+/**
+ * A prefetching worker's refill asks for a multiple of this many tasks (once it wants more than
+ * this), so its claims come in a few sizes: a store may write the size in the statement's text
+ * (PostgreSQL: a cached generic plan instead of planning the claim anew each time; claimFast in
+ * postgres/sql.ts). The worker asks at most CLAIM_STEP − 1 fewer than it has room for, which its
+ * next refill takes.
+ */
+export const CLAIM_STEP = 64;
+
 export interface ClaimRequest {
   workerId: string;
   queues: readonly string[];

@@ -1,7 +1,7 @@
 /** Prefetch: claiming ahead of free slots (spec §8.7), on both backends. */
 import { describe, expect, it } from "vitest";
 import { defineTask } from "../../src/index.js";
-import type { ClaimRequest } from "../../src/store/store.js";
+import { CLAIM_STEP, type ClaimRequest } from "../../src/store/store.js";
 import { deferred, expectCode, forEachBackend, openRatchet, until } from "./helpers.js";
 
 forEachBackend(() => {
@@ -44,6 +44,40 @@ forEachBackend(() => {
       expect(limits.filter((l) => l > 2).length).toBeGreaterThan(0);
       // Half-empty refills of ≥ 25 each: far fewer claims than one per task.
       expect(limits.filter((l) => l > 0).length).toBeLessThan(n / 10);
+    });
+
+    it("§8.7 a refill that wants more than CLAIM_STEP asks for a multiple of it; every task still runs exactly once", async () => {
+      const ran = new Map<number, number>();
+      const t = defineTask({
+        name: "step",
+        async run(_ctx, input: { i: number }) {
+          ran.set(input.i, (ran.get(input.i) ?? 0) + 1);
+          await new Promise((r) => setImmediate(r));
+          return null;
+        },
+      });
+      const r = await openRatchet([t]);
+      const limits: number[] = [];
+      const claim = r.store.claim.bind(r.store);
+      r.store.claim = (req: ClaimRequest) => {
+        limits.push(req.limit);
+        return claim(req);
+      };
+      const n = 1_000;
+      await r.enqueueMany(Array.from({ length: n }, (_, i) => ({ task: t, input: { i } })));
+      await r.start({ concurrency: 4, prefetch: 300 });
+      await until(
+        async () => (await r.stats())[0]?.byOutcome.completed === n,
+        "every task completed",
+        30_000,
+      );
+      await r.stop();
+      expect(ran.size).toBe(n);
+      expect([...ran.values()].every((c) => c === 1)).toBe(true);
+      // Room for 304 (concurrency + prefetch): the first claim asks for 256; no ask above the
+      // step is off it.
+      expect(limits[0]).toBe(256);
+      expect(limits.filter((l) => l > CLAIM_STEP && l % CLAIM_STEP !== 0)).toEqual([]);
     });
 
     it("§8.7 / §8.2 buffered tasks are running and leased to the worker; stop() gives them back at once, pending, attempt not counted", async () => {
