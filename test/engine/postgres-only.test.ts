@@ -150,4 +150,44 @@ describe("PostgreSQL only (spec §13)", () => {
     expect(await s.get(x!)).toMatchObject({ status: "running", lockedBy: "B" });
     expect(await s.claim({ ...req, workerId: "C" })).toEqual([]);
   });
+
+  it("§10.1 / §13.4 opening a schema already at the latest version waits for no migration lock; a new one does", async () => {
+    const [first] = await machines(1);
+    const schema = first!.schema;
+    const holder = new pg.Client(PG_URL);
+    await holder.connect();
+    try {
+      // Another process holds the migration lock (as one migrating would) for the whole test.
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-migrate:${schema}`]);
+      const again = new PostgresStore({ connectionString: PG_URL, schema });
+      stores.push(again);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        again.migrate(),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error("the open waited for the migration lock")), 10_000);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      expect(await again.schemaVersion()).toBe(await first!.schemaVersion());
+      // A schema not yet made takes the lock and waits for it.
+      const fresh = newSchemaName();
+      schemas.push(fresh);
+      await holder.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`ratchet-migrate:${fresh}`]);
+      const waiting = new PostgresStore({ connectionString: PG_URL, schema: fresh });
+      stores.push(waiting);
+      let done = false;
+      const migrating = waiting.migrate().then(() => {
+        done = true;
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(done).toBe(false);
+      await holder.query("COMMIT");
+      await migrating;
+      expect(await waiting.schemaVersion()).toBe(await first!.schemaVersion());
+    } finally {
+      await holder.query("ROLLBACK").catch(() => {});
+      await holder.end();
+    }
+  });
 });
