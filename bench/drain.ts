@@ -22,7 +22,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
-import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "./floor-sql.js";
+import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
 import { median } from "./stats.js";
 
@@ -174,13 +174,7 @@ async function floorChild(): Promise<Sample> {
   const completer = new pg.Client(url);
   await Promise.all([admin.connect(), claimer.connect(), completer.connect()]);
   try {
-    await admin.query(`CREATE SCHEMA "${schema}"`);
-    for (const sql of floorPgSchema(t)) await admin.query(sql);
-    for (let i = 0; i < N; i += 1_000)
-      await admin.query(floorPgInsert(t), [
-        Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
-      ]);
-    await admin.query(`VACUUM ANALYZE ${t}`);
+    await fillFloorPg(admin, schema, N);
     return await measure(admin, schema, async () => {
       let done = 0;
       let completing: Promise<unknown> = Promise.resolve();

@@ -3,6 +3,26 @@
  * these, so that both measure the same floor. `t` is the quoted table name.
  */
 
+/** What fillFloorPg needs of a client (a pg.Client; this module imports no driver). */
+interface Querier {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+/**
+ * A new schema with floor-pg's table holding `n` jobs (a multiple of 1,000; payloads shaped like the
+ * harness's), vacuumed and analyzed: drain.js --floor and pgshape's floor-pg variant start from it.
+ */
+export async function fillFloorPg(c: Querier, schema: string, n: number): Promise<void> {
+  const t = `"${schema}".floor_jobs`;
+  await c.query(`CREATE SCHEMA "${schema}"`);
+  for (const sql of floorPgSchema(t)) await c.query(sql);
+  for (let i = 0; i < n; i += 1_000)
+    await c.query(floorPgInsert(t), [
+      Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
+    ]);
+  await c.query(`VACUUM ANALYZE ${t}`);
+}
+
 /** The table and its one partial index of pending jobs. */
 export const floorPgSchema = (t: string): string[] => [
   `CREATE TABLE ${t} (id bigserial PRIMARY KEY, payload text NOT NULL, status smallint NOT NULL DEFAULT 0, locked_by text)`,

@@ -31,7 +31,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
-import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "./floor-sql.js";
+import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -100,14 +100,7 @@ const noop = defineTask({ name: "noop", run: () => null });
 async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<void> {
   await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   if (v.kind === "floor") {
-    const t = `"${schema}".floor_jobs`;
-    await admin.query(`CREATE SCHEMA "${schema}"`);
-    for (const sql of floorPgSchema(t)) await admin.query(sql);
-    for (let i = 0; i < N; i += 1_000)
-      await admin.query(floorPgInsert(t), [
-        Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
-      ]);
-    await admin.query(`VACUUM ANALYZE ${t}`);
+    await fillFloorPg(admin, schema, N);
     return;
   }
   const r = await Ratchet.open({
@@ -162,27 +155,40 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
   await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
 }
 
-/** Claims and completions of floor-pg's statements (bench/floor-sql.ts) over its table. */
-async function drainFloor(c: pg.Client, schema: string): Promise<[number, number]> {
-  const t = `"${schema}".floor_jobs`;
+/**
+ * Claims until all N tasks are claimed, completing each claim before the next; the client's wall
+ * time of the claims and of the completions, ms.
+ */
+async function timedDrain<R>(
+  claim: () => Promise<R[]>,
+  complete: (rows: R[]) => Promise<unknown>,
+): Promise<[number, number]> {
   let claimMs = 0;
   let settleMs = 0;
   for (let done = 0; done < N; ) {
     let t0 = performance.now();
-    const res = await c.query({
-      name: `floor-claim-${schema}`,
-      text: floorPgClaim(t, CLAIM),
-      values: ["pgshape"],
-    });
+    const rows = await claim();
     claimMs += performance.now() - t0;
-    const ids = (res.rows as { id: string }[]).map((r) => r.id);
-    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
+    if (rows.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
     t0 = performance.now();
-    await c.query({ name: `floor-complete-${schema}`, text: floorPgComplete(t), values: [ids] });
+    await complete(rows);
     settleMs += performance.now() - t0;
-    done += ids.length;
+    done += rows.length;
   }
   return [claimMs, settleMs];
+}
+
+/** Claims and completions of floor-pg's statements (bench/floor-sql.ts) over its table. */
+async function drainFloor(c: pg.Client, schema: string): Promise<[number, number]> {
+  const t = `"${schema}".floor_jobs`;
+  return timedDrain(
+    async () =>
+      (
+        (await c.query({ name: `floor-claim-${schema}`, text: floorPgClaim(t, CLAIM), values: ["pgshape"] }))
+          .rows as { id: string }[]
+      ).map((r) => r.id),
+    (ids) => c.query({ name: `floor-complete-${schema}`, text: floorPgComplete(t), values: [ids] }),
+  );
 }
 
 /**
@@ -191,13 +197,13 @@ async function drainFloor(c: pg.Client, schema: string): Promise<[number, number
  */
 async function drainNarrow(c: pg.Client, schema: string): Promise<[number, number]> {
   const h = `"${schema}".hot`;
-  let claimMs = 0;
-  let settleMs = 0;
-  for (let done = 0; done < N; ) {
-    let t0 = performance.now();
-    const res = await c.query({
-      name: `narrow-claim-${schema}`,
-      text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${h} WHERE queue = 'default' AND status = 'pending'
+  return timedDrain(
+    async () =>
+      (
+        (
+          await c.query({
+            name: `narrow-claim-${schema}`,
+            text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${h} WHERE queue = 'default' AND status = 'pending'
                ORDER BY order_key, id LIMIT ${CLAIM} FOR UPDATE SKIP LOCKED),
              u AS (UPDATE ${h} u SET status = 'running', attempts = u.attempts + 1, epoch = u.epoch + 1,
                lease_until = $1::bigint + u.max_ms, locked_by = 'pgshape', claimed_at = $1::bigint,
@@ -205,87 +211,72 @@ async function drainNarrow(c: pg.Client, schema: string): Promise<[number, numbe
              WHERE u.ctid = ANY(ARRAY(SELECT tid FROM c)) RETURNING u.id, u.attempts, u.epoch)
              SELECT u.id, u.attempts, u.epoch, t.name, t.version, t.input, t.priority, t.max_ms
              FROM u JOIN "${schema}".ratchet_tasks t ON t.id = u.id`,
-      values: [Date.now()],
-    });
-    claimMs += performance.now() - t0;
-    const ids = (res.rows as { id: string }[]).map((r) => r.id);
-    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
-    t0 = performance.now();
-    await c.query({
-      name: `narrow-complete-${schema}`,
-      text: `UPDATE ${h} SET status = 'terminal', ended_at = $2::bigint, lease_until = NULL, locked_by = NULL,
+            values: [Date.now()],
+          })
+        ).rows as { id: string }[]
+      ).map((r) => r.id),
+    (ids) =>
+      c.query({
+        name: `narrow-complete-${schema}`,
+        text: `UPDATE ${h} SET status = 'terminal', ended_at = $2::bigint, lease_until = NULL, locked_by = NULL,
                updated_at = $2::bigint WHERE id = ANY($1::bigint[]) AND status = 'running'`,
-      values: [ids, Date.now()],
-    });
-    settleMs += performance.now() - t0;
-    done += ids.length;
-  }
-  return [claimMs, settleMs];
+        values: [ids, Date.now()],
+      }),
+  );
 }
 
 /** Claims and completes every task; returns the client's wall time of claims and completions, ms. */
 async function drainOwn(schema: string): Promise<[number, number]> {
   const store = new PostgresStore({ connectionString: URL, schema, poolMax: 2 });
-  let claimMs = 0;
-  let settleMs = 0;
   try {
-    for (let done = 0; done < N; ) {
-      let t = performance.now();
-      const claimed = await store.claim({
-        workerId: "pgshape",
-        queues: ["default"],
-        names: ["noop"],
-        limit: CLAIM,
-        leaseGraceMs: 10_000,
-      });
-      claimMs += performance.now() - t;
-      if (claimed.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
-      t = performance.now();
-      const results = await store.settle(
-        claimed.map((c) => ({ kind: "complete", fence: { taskId: c.id, token: c.epoch }, result: "null" })),
-      );
-      settleMs += performance.now() - t;
-      if (results.some((x) => x !== "ok")) throw new Error("a completion was refused");
-      done += claimed.length;
-    }
+    return await timedDrain(
+      () =>
+        store.claim({
+          workerId: "pgshape",
+          queues: ["default"],
+          names: ["noop"],
+          limit: CLAIM,
+          leaseGraceMs: 10_000,
+        }),
+      async (claimed) => {
+        const results = await store.settle(
+          claimed.map((c) => ({ kind: "complete", fence: { taskId: c.id, token: c.epoch }, result: "null" })),
+        );
+        if (results.some((x) => x !== "ok")) throw new Error("a completion was refused");
+      },
+    );
   } finally {
     await store.close();
   }
-  return [claimMs, settleMs];
 }
 
 async function drainBare(c: pg.Client, schema: string, v: Variant): Promise<[number, number]> {
   const t = `"${schema}".ratchet_tasks`;
-  let claimMs = 0;
-  let settleMs = 0;
-  for (let done = 0; done < N; ) {
-    let t0 = performance.now();
-    const res = await c.query({
-      name: `bare-claim-${schema}${v.noLock ? "-nolock" : ""}`,
-      text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${t} WHERE queue = 'default' AND status = 'pending'
+  return timedDrain(
+    async () => {
+      const res = await c.query({
+        name: `bare-claim-${schema}${v.noLock ? "-nolock" : ""}`,
+        text: `WITH c AS MATERIALIZED (SELECT ctid AS tid FROM ${t} WHERE queue = 'default' AND status = 'pending'
                ORDER BY order_key, id LIMIT ${CLAIM} ${v.noLock ? "" : "FOR UPDATE SKIP LOCKED"})
              UPDATE ${t} u SET status = 'running', attempts = u.attempts + 1, epoch = u.epoch + 1,
                lease_until = $1::bigint + u.max_ms, locked_by = 'pgshape', claimed_at = $1::bigint,
                started_at = coalesce(u.started_at, $1::bigint), updated_at = $1::bigint, wake_at = NULL
              WHERE u.ctid = ANY(ARRAY(SELECT tid FROM c))
              RETURNING u.id, u.name, u.version, u.input, u.priority, u.max_ms, u.attempts, u.epoch`,
-      values: [Date.now()],
-    });
-    claimMs += performance.now() - t0;
-    const ids = (res.rows as { id: string }[]).map((r) => r.id);
-    if (ids.length === 0) throw new Error(`claimed nothing with ${N - done} tasks left`);
-    t0 = performance.now();
-    await c.query({
-      name: `bare-complete-${schema}`,
-      text: `UPDATE ${t} SET status = 'terminal', outcome = 'completed', result = 'null', ended_at = $2::bigint,
+        values: [Date.now()],
+      });
+      return (res.rows as { id: string }[]).map((r) => r.id);
+    },
+    async (ids) => {
+      await c.query({
+        name: `bare-complete-${schema}`,
+        text: `UPDATE ${t} SET status = 'terminal', outcome = 'completed', result = 'null', ended_at = $2::bigint,
                lease_until = NULL, locked_by = NULL, updated_at = $2::bigint
              WHERE id = ANY($1::bigint[]) AND status = 'running'`,
-      values: [ids, Date.now()],
-    });
-    settleMs += performance.now() - t0;
-    done += ids.length;
-  }
-  return [claimMs, settleMs];
+        values: [ids, Date.now()],
+      });
+    },
+  );
 }
 
 const admin = new pg.Client(URL);

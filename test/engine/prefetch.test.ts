@@ -4,6 +4,17 @@ import { defineTask } from "../../src/index.js";
 import { CLAIM_STEP, type ClaimRequest } from "../../src/store/store.js";
 import { deferred, expectCode, forEachBackend, openRatchet, until } from "./helpers.js";
 
+/** The limit of every claim the store of `r` is asked for from now on, in order. */
+function claimLimits(r: { store: { claim: (req: ClaimRequest) => Promise<unknown> } }): number[] {
+  const limits: number[] = [];
+  const claim = r.store.claim.bind(r.store);
+  r.store.claim = (req: ClaimRequest) => {
+    limits.push(req.limit);
+    return claim(req);
+  };
+  return limits;
+}
+
 forEachBackend(() => {
   describe("prefetch (spec §8.7)", () => {
     it("§8.7 / §8.1 with prefetch, at most `concurrency` tasks run at once, each runs exactly once, and claims take more than the free slots", async () => {
@@ -21,12 +32,7 @@ forEachBackend(() => {
         },
       });
       const r = await openRatchet([t]);
-      const limits: number[] = [];
-      const claim = r.store.claim.bind(r.store);
-      r.store.claim = (req: ClaimRequest) => {
-        limits.push(req.limit);
-        return claim(req);
-      };
+      const limits = claimLimits(r);
       const n = 300;
       await r.enqueueMany(Array.from({ length: n }, (_, i) => ({ task: t, input: { i } })));
       await r.start({ concurrency: 2, prefetch: 50 });
@@ -57,12 +63,7 @@ forEachBackend(() => {
         },
       });
       const r = await openRatchet([t]);
-      const limits: number[] = [];
-      const claim = r.store.claim.bind(r.store);
-      r.store.claim = (req: ClaimRequest) => {
-        limits.push(req.limit);
-        return claim(req);
-      };
+      const limits = claimLimits(r);
       const n = 1_000;
       await r.enqueueMany(Array.from({ length: n }, (_, i) => ({ task: t, input: { i } })));
       await r.start({ concurrency: 4, prefetch: 300 });
