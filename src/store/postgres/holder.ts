@@ -225,9 +225,9 @@ export async function completeMany(
     // 2.25 against 0.93 ms for the scan).
     //
     // The results travel as one text and each row takes its slice by byte offset: convert_to in an
-    // init plan (once per statement), substring of bytea by position is O(1), where the i-th element
-    // of a text[] is found by walking the i − 1 before it (variable-length elements), so a batch of
-    // n paid O(n²). Claims and completions of 500 alone (`node dist/bench/pgshape.js --only
+    // init plan (once per statement), and substring of a bytea goes straight to its offset, where the
+    // i-th element of a text[] is found by walking the i − 1 before it (variable-length elements), so
+    // a batch of n paid O(n²) in the lookups. Claims and completions of 500 alone (`node dist/bench/pgshape.js --only
     // ratchet`, two builds alternating, three rounds): the completion 9.03–9.07 → 8.43–8.73 µs of
     // server time per task with the no-op's 4-byte results (a constant in place of the lookup: 7.6
     // against 8.35 before); the longer and more varied a batch's results, the more it saves.
