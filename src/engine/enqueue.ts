@@ -82,6 +82,13 @@ export async function prepareBatch(
     prepared.push(task);
     localNeeds.push(local);
   }
+  // No entry needs another of the batch (the common batch): no cycle to find, the order is the
+  // caller's, and no need refers to a position. The cycle search, the topological order and a copy of
+  // every entry were ~5 % of the JavaScript of enqueueMany of 1,000 no-ops on PostgreSQL (--cpu-prof);
+  // 20 batches, three pairs alternating with the build before: Node CPU 550, 399, 404 → 510, 392,
+  // 382 ms, the rate within the noise.
+  if (localNeeds.every((l) => l.length === 0))
+    return { batch: prepared, position: prepared.map((_, i) => i) };
   const cycle = findCycle(
     entries.map((_, i) => i),
     (i) => localNeeds[i]!,
