@@ -5,7 +5,6 @@
  */
 import { CLAIM_COLUMNS } from "../rows.js";
 import { bySize } from "../sized.js";
-import { CLAIM_STEP } from "../store.js";
 
 export const T = "{s}.ratchet_tasks";
 
@@ -129,7 +128,9 @@ const FAST_FINDINGS = `f AS MATERIALIZED (
  */
 export function claimFast(limit: number): string {
   if (limit <= SMALL_CLAIM) return claimFastSmall(limit);
-  return limit % CLAIM_STEP === 0 && limit <= MAX_WRITTEN_LIMIT
+  // Multiples of SMALL_CLAIM: the driver's sizes (CLAIM_STEP is one) and what is left of them after
+  // a full small claim (claim.ts goes on with the rest, e.g. 512 − 32), so neither is planned anew.
+  return limit % SMALL_CLAIM === 0 && limit <= MAX_WRITTEN_LIMIT
     ? claimFastLargeSized(limit)
     : CLAIM_FAST_LARGE;
 }
