@@ -7,8 +7,10 @@
  *
  * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
  * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
- * then times `start({ concurrency: 16, prefetch })` until every handler has run, and reports
- * tasks/s, the process's CPU per task, and on PostgreSQL the CPU of every `postgres` process of this
+ * then times `start({ concurrency: 16, prefetch })` until every task has settled (stats() polled
+ * every 2 ms once the last handler has run), and reports tasks/s (settled, and at the last handler:
+ * the rate of the handlers alone, which runs ahead of the settlements by up to the backlog of spec
+ * §8.9), the process's CPU per task, and on PostgreSQL the CPU of every `postgres` process of this
  * machine per task (read from /proc; the server must be local), the WAL written per task
  * (pg_current_wal_lsn before and after) and, when the server loads pg_stat_statements, the
  * execution time of the drain's statements per task (the extension's counters are reset before each
@@ -55,7 +57,10 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const OWN = resolve(HERE, "..");
 
 interface Sample {
+  /** Tasks per second until every task has settled (as W2 in the peers harness). */
   rate: number;
+  /** Tasks per second until the last handler ran (settlements may still be in flight). */
+  handlersRate: number;
   cpuUs: number;
   pgCpuUs: number | null;
   /** WAL the server wrote during the drain, bytes per task (pg_current_wal_lsn before and after). */
@@ -85,7 +90,7 @@ function postgresCpuMs(): number {
 async function measure(
   admin: pg.Client | undefined,
   schema: string,
-  drain: () => Promise<void>,
+  drain: () => Promise<number>,
 ): Promise<Sample> {
   const wal = async () =>
     admin ? Number((await admin.query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b")).rows[0].b) : 0;
@@ -100,7 +105,7 @@ async function measure(
   const pg0 = admin ? postgresCpuMs() : 0;
   const c0 = process.cpuUsage();
   const t0 = performance.now();
-  await drain();
+  const handled = await drain();
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
@@ -117,6 +122,7 @@ async function measure(
     : null;
   return {
     rate: (N / ms) * 1_000,
+    handlersRate: (N / (handled - t0)) * 1_000,
     cpuUs: (c.user + c.system) / N,
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
@@ -144,9 +150,19 @@ async function child(dist: string): Promise<Sample> {
       await admin.connect();
       await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
     }
+    const live = async () => {
+      let n = 0;
+      for (const q of await r.stats())
+        for (const [status, k] of Object.entries(q.byStatus)) if (status !== "terminal") n += k ?? 0;
+      return n;
+    };
     const sample = await measure(admin, schema, async () => {
       await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
       await finished;
+      const handled = performance.now();
+      // Settled: the last settlements commit after the last handler returns.
+      while ((await live()) > 0) await new Promise((res) => setTimeout(res, 2));
+      return handled;
     });
     await r.close();
     return sample;
@@ -194,7 +210,9 @@ async function floorChild(): Promise<Sample> {
           values: [rows.map((row) => row.id)],
         });
       }
+      const handled = performance.now();
       await completing;
+      return handled;
     });
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
@@ -237,7 +255,7 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(res.stdout.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s, ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
     );
   }
 }
@@ -245,7 +263,7 @@ console.log(
   `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}; medians of ${PAIRS} run(s)\n`,
 );
 console.log(
-  "| build | tasks/s | process CPU µs/task | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: |",
+  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
 );
 for (const [name, dist] of builds) {
   const s = samples[name]!;
@@ -253,6 +271,6 @@ for (const [name, dist] of builds) {
   const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
   const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
   );
 }
