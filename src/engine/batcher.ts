@@ -6,6 +6,11 @@
  * (~0.55 ms on the test box), which capped a step per commit at ~1.8k steps/s.
  * Invariant: each item is fenced on its own in the store (spec §3.7); a batch
  * never lets one stale holder's write through because another's is current.
+ *
+ * `lanes` > 1 lets that many writes be in flight at once (spec §8.9): a second opens while one is
+ * being written only once half a batch waits, so a trickle still goes out in one write at a time.
+ * For a store whose writes run on connections of their own (PostgreSQL), where one write at a time
+ * held a worker at the rate of its settlements (see PostgresStore.settleLanes).
  */
 /** Hears a batched item's result, or the error of its whole batch. */
 export type Done<R> = (err: unknown, result?: R) => void;
@@ -13,13 +18,19 @@ export type Done<R> = (err: unknown, result?: R) => void;
 export class Batcher<T, R> {
   #queue: { item: T; done: Done<R> }[] = [];
   #scheduled = false;
-  /** One write at a time: what arrives while a write is in flight goes into the next one, together. */
-  #flushing = false;
+  /** Writes in flight: what arrives while they are goes into the next one, together. */
+  #writing = 0;
 
   constructor(
     private readonly write: (items: T[]) => Promise<R[]>,
-    private readonly maxBatch = 500,
-  ) {}
+    readonly maxBatch = 500,
+    readonly lanes = 1,
+  ) {
+    if (!Number.isInteger(maxBatch) || maxBatch < 1)
+      throw new RangeError("maxBatch must be a positive integer");
+    if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8)
+      throw new RangeError("lanes must be an integer in [1, 8]");
+  }
 
   submit(item: T): Promise<R> {
     return new Promise((resolve, reject) => {
@@ -33,15 +44,21 @@ export class Batcher<T, R> {
    */
   send(item: T, done: Done<R>): void {
     this.#queue.push({ item, done });
-    if (!this.#scheduled && !this.#flushing) {
+    if (this.#scheduled) return;
+    if (this.#writing === 0 || (this.#writing < this.lanes && this.#queue.length >= this.maxBatch / 2)) {
       this.#scheduled = true;
       setImmediate(() => void this.#flush());
     }
   }
 
+  /** Writes in flight now (at most `lanes`). */
+  get writing(): number {
+    return this.#writing;
+  }
+
   async #flush(): Promise<void> {
     this.#scheduled = false;
-    this.#flushing = true;
+    this.#writing++;
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.maxBatch);
       let results: R[] | undefined;
@@ -64,6 +81,6 @@ export class Batcher<T, R> {
         }
       }
     }
-    this.#flushing = false;
+    this.#writing--;
   }
 }

@@ -43,18 +43,27 @@ export interface DriverOptions {
   onClaimed?: (claimed: readonly ClaimedTask[]) => void;
   /** Tasks claimed ahead of free slots (spec §8.7). 0: claims take only the free slots. */
   prefetch?: number;
+  /** spec §8.9: settleBacklog(store's settle lanes); SETTLE_BACKLOG when unset. */
+  settleBacklog?: number;
 }
 
 /**
  * spec §8.9: settlements not yet committed, of invocations whose code has returned, at which a
- * driver stops claiming; it claims again once at most half as many remain. Two settle batches (the
- * settle Batcher writes up to 500 per transaction, one transaction at a time): one being written,
- * one filling, so the writes never wait for claims. Without a bound a worker whose claims outpaced
+ * driver stops claiming; it claims again once at most half as many remain. A settle batch (the
+ * settle Batcher writes up to 500 per transaction) for each write the store takes at once, and one
+ * filling, so the writes never wait for claims: with one write at a time (SQLite), 1,000; with two
+ * (PostgreSQL, PostgresStore.settleLanes), 1,500 (settleBacklog). Without a bound a worker whose claims outpaced
  * its settlements held ever more finished tasks: on PostgreSQL, in-process drains at c16 with
  * prefetch 500 ended with 5,500 of 20,000 and ~15,000 of 200,000 tasks still to settle when their
  * last handler returned, each still `running` under a lease that its settlement might outlive.
  */
-export const SETTLE_BACKLOG = 1_000;
+export function settleBacklog(lanes: number): number {
+  return SETTLE_BATCH * (lanes + 1);
+}
+/** Settlements in one write of the settle Batcher. */
+export const SETTLE_BATCH = 500;
+/** The backlog with one settle write at a time. */
+export const SETTLE_BACKLOG = settleBacklog(1);
 
 /**
  * A buffered task not started within this share of its maxMs is given back instead: its lease
@@ -176,7 +185,7 @@ export class Driver {
 
   #settledOne(): void {
     this.#unsettled--;
-    if (this.#backedUp && this.#settling <= SETTLE_BACKLOG / 2) {
+    if (this.#backedUp && this.#settling <= (this.#o.settleBacklog ?? SETTLE_BACKLOG) / 2) {
       this.#backedUp = false;
       this.#o.wakeup.notify();
     }
@@ -214,7 +223,7 @@ export class Driver {
     if (room > CLAIM_STEP && prefetch > 0) room -= room % CLAIM_STEP;
     if (room <= 0) return started;
     // spec §8.9.
-    if (this.#settling >= SETTLE_BACKLOG) this.#backedUp = true;
+    if (this.#settling >= (this.#o.settleBacklog ?? SETTLE_BACKLOG)) this.#backedUp = true;
     if (this.#backedUp) return started;
     const names = this.#o.names();
     const queues = this.#o.queues();

@@ -37,7 +37,7 @@ import type {
 import { Batcher } from "./batcher.js";
 import { Deadlines } from "./deadlines.js";
 import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
-import { Driver } from "./driver.js";
+import { Driver, SETTLE_BATCH, settleBacklog } from "./driver.js";
 import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
 import { type Explanation, explain } from "./explain.js";
@@ -142,7 +142,11 @@ export class Ratchet {
     this.#o = o;
     this.workerId = workerId;
     // Engine commits are retried on store errors (spec F.10): every item is fenced or idempotent.
-    this.#settler = new Batcher((items) => retryStore(() => store.settle(items)));
+    this.#settler = new Batcher(
+      (items) => retryStore(() => store.settle(items)),
+      SETTLE_BATCH,
+      store.settleLanes ?? 1,
+    );
     const steps = new Batcher<StepWrite, SettleResult>((items) => retryStore(() => store.commitSteps(items)));
     this.#deps = {
       store,
@@ -326,6 +330,7 @@ export class Ratchet {
       workerId: this.workerId,
       concurrency,
       prefetch,
+      settleBacklog: settleBacklog(this.#settler.lanes),
       queues,
       names,
       definition: (n) => this.#registry.get(n),

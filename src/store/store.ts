@@ -435,6 +435,11 @@ export interface Store {
   progress(fence: Fence, fraction: number, note: string | null): Promise<void>;
   /** Applies settlements in one transaction; each is fenced on its own. */
   settle(items: readonly Settlement[]): Promise<SettleResult[]>;
+  /**
+   * settle calls the engine may have in flight at once (spec §8.9); 1 when absent. Only for a store
+   * whose calls run in transactions of their own, on connections of their own.
+   */
+  readonly settleLanes?: number;
 
   get(id: TaskId): Promise<TaskRecord | null>;
   needsOf(id: TaskId): Promise<TaskId[]>;

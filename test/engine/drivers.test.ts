@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
-import { SETTLE_BACKLOG } from "../../src/engine/driver.js";
+import { settleBacklog } from "../../src/engine/driver.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
 import { overriding } from "../store-override.js";
 import {
@@ -36,7 +36,7 @@ async function openAt(loc: StoreOptions, tasks: Parameters<typeof openRatchet>[0
   return openRatchet(tasks, { ...loc, ...extra });
 }
 
-forEachBackend(() => {
+forEachBackend((backend) => {
   describe("drivers (spec §8)", () => {
     it("§8.2 stop() past shutdownTimeoutMs aborts the signal and releases the task: pending, attempt not counted, event 'released'; another instance claims it at once", async () => {
       const loc = sharedStoreOptions();
@@ -201,19 +201,30 @@ forEachBackend(() => {
       vi.useRealTimers();
     });
 
-    it("§8.9 a worker stops claiming while 1,000 settlements wait to be written, and claims again once half are", async () => {
+    it("§8.9 a worker stops claiming while 500 × (w + 1) settlements wait to be written (w: the store's settle writes at once), and claims again once half are", async () => {
       // Poll timers frozen, no LISTEN: once held back, only the settlements' progress wakes the worker.
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
       const inner = await createStore(systemClock);
       const gate = deferred();
       let held = 0;
+      let writes = 0;
+      let maxWrites = 0;
+      const lanes = inner.settleLanes ?? 1;
+      const backlog = settleBacklog(lanes);
+      // One write at a time on SQLite (one connection), two on PostgreSQL: 1,000 and 1,500.
+      expect(backlog).toBe(backend === "sqlite" ? 1_000 : 1_500);
       const store = overriding(inner, {
         subscribe: undefined,
-        // The first settle batch waits at the gate; the Batcher writes one batch at a time.
+        // The first settle batches (one per lane) wait at the gate.
         settle: async (items: Parameters<typeof inner.settle>[0]) => {
           held += items.length;
-          await gate.promise;
-          return inner.settle(items);
+          maxWrites = Math.max(maxWrites, ++writes);
+          try {
+            await gate.promise;
+            return await inner.settle(items);
+          } finally {
+            writes--;
+          }
         },
       });
       let runs = 0;
@@ -235,18 +246,20 @@ forEachBackend(() => {
         }
         return false;
       };
-      // Runs stop once 1,000 finished tasks wait for their settlements: the claim before that took at
-      // most 50 (the free slots), so fewer than 1,050 ran.
-      expect(await spin(() => runs >= SETTLE_BACKLOG)).toBe(true);
+      // Runs stop once `backlog` finished tasks wait for their settlements: the claim before that took
+      // at most 50 (the free slots), so fewer than backlog + 50 ran.
+      expect(await spin(() => runs >= backlog)).toBe(true);
       let seen = -1;
       for (let i = 0; i < 50 && seen !== runs; i++) {
         seen = runs;
         await realPause(100);
       }
       expect(runs).toBe(seen);
-      expect(runs).toBeGreaterThanOrEqual(SETTLE_BACKLOG);
-      expect(runs).toBeLessThan(SETTLE_BACKLOG + 50);
+      expect(runs).toBeGreaterThanOrEqual(backlog);
+      expect(runs).toBeLessThan(backlog + 50);
       expect(held).toBeGreaterThan(0);
+      // Every lane's write is in flight at the gate, and never more.
+      expect(maxWrites).toBe(lanes);
       expect((await inner.stats())[0]!.byStatus.running).toBe(runs);
       // The writes go on: their progress wakes the worker, claims resume, every task completes once.
       gate.resolve();

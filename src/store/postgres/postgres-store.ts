@@ -101,6 +101,18 @@ export class PostgresStore implements Store {
   progress = (fence: Fence, fraction: number, note: string | null): Promise<void> =>
     progress(this.core, fence, fraction, note);
   settle = (items: readonly Settlement[]): Promise<SettleResult[]> => settle(this.core, items);
+  /**
+   * Two settle transactions at once, each on a pool connection of its own (spec §8.9). With one, a
+   * prefetching worker drained at the pace of its settlements: in an in-process drain of 60,000
+   * no-ops at c16 with prefetch 500, the backlog bound held the claims back 60–77 times (about one
+   * claim in two), each completion of ~340 tasks taking ~3.8 ms while the server had a core to
+   * spare. Drains with two lanes (and the backlog of 1,500 that goes with them) against one,
+   * alternating, until every task had settled: see the A/B in docs/benchmarks-peers.md. Two
+   * settlements of one process may now wait on each other's row of the queue counter (one shard
+   * per store); they lock it in the same queue order, as two processes that drew the same shard
+   * always could, and a deadlock is retried (core.tx).
+   */
+  readonly settleLanes = 2;
   get = (id: TaskId): Promise<TaskRecord | null> => get(this.core, id);
   needsOf = (id: TaskId): Promise<TaskId[]> => needsOf(this.core, id);
   steps = (id: TaskId): Promise<StepRecord[]> => steps(this.core, id);
