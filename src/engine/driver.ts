@@ -9,7 +9,7 @@
  *   local buffer is down to P/2; claimed tasks that find no free slot wait in the
  *   buffer (running, leased to this worker) and start as slots free.
  * - busy: every slot is taken; wait until one frees.
- * - held back: SETTLE_BACKLOG settlements wait to be written; no claims until half are (spec §8.9),
+ * - held back: the settle backlog waits to be written; no claims until half of it is (spec §8.9),
  *   and the settlement that gets there wakes the loop.
  * - idle (worker only): nothing ready; wait for an in-process enqueue, a freed
  *   slot, or a poll timer. The poll delay doubles from pollMinMs up to
@@ -134,8 +134,8 @@ export class Driver {
   #stopping = false;
   #short = false;
   /**
-   * fill() holds back its claims for the settle backlog (SETTLE_BACKLOG) until it is down to half;
-   * the settlement that gets it there wakes the loop.
+   * fill() holds back its claims for the settle backlog (settleBacklog, spec §8.9) until it is down
+   * to half; the settlement that gets it there wakes the loop.
    */
   #backedUp = false;
 
