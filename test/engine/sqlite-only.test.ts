@@ -3,12 +3,24 @@
  * two connections on one file). Everything the Store contract promises is in
  * the conformance suite (src/testing/conformance, run by test/conformance).
  */
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { admitRead, FIRST_PARKED } from "../../src/store/gates.js";
 import { CLAIM_ONE, LIST_READY, READY, selectExpired, selectPending } from "../../src/store/sqlite/sql.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { reconcile } from "../../src/store/tree/ops.js";
 import { runSync, sqliteParams, sqliteSql } from "../../src/store/tree/program.js";
-import { claimReq, FakeClock, newTask, openSqliteStore, tempDbPath, unlimited } from "./helpers.js";
+import {
+  claimReq,
+  expectCode,
+  FakeClock,
+  newTask,
+  onCleanup,
+  openSqliteStore,
+  tempDbPath,
+  unlimited,
+} from "./helpers.js";
 
 describe("claims on SQLite (spec §3)", () => {
   it("§3.2 the claim is one conditional UPDATE … WHERE <ready> … RETURNING built from the shared READY fragment", () => {
@@ -125,5 +137,63 @@ describe("claims on SQLite (spec §3)", () => {
     const details = plan.map((p) => p.detail);
     expect(details.some((d) => d.includes("ratchet_tasks_lease"))).toBe(true);
     for (const d of details) expect(d).not.toMatch(/^SCAN ratchet_tasks\b(?!.*USING)/);
+  });
+});
+
+/**
+ * Another connection (a worker thread, so that this thread may block in the store's wait) takes the
+ * write lock, holds it `ms`, then commits; resolves once the lock is held, with a promise of the commit.
+ */
+async function holdWriteLock(path: string, ms: number): Promise<{ released: Promise<void> }> {
+  const driver = createRequire(import.meta.url).resolve("better-sqlite3");
+  const w = new Worker(
+    `const { parentPort, workerData } = require("node:worker_threads");
+     const Database = require(workerData.driver);
+     const db = new Database(workerData.path);
+     db.exec("BEGIN IMMEDIATE");
+     parentPort.postMessage("held");
+     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.ms);
+     db.exec("COMMIT");
+     db.close();
+     parentPort.postMessage("released");`,
+    { eval: true, workerData: { driver, path, ms } },
+  );
+  onCleanup(async () => {
+    await w.terminate();
+  });
+  let released!: () => void;
+  const done = new Promise<void>((r) => {
+    released = r;
+  });
+  await new Promise<void>((held, fail) => {
+    w.on("error", fail);
+    w.on("message", (m) => (m === "held" ? held() : released()));
+  });
+  return { released: done };
+}
+
+describe("the write lock on SQLite (spec §10.2)", () => {
+  it("§10.2 a write that finds the lock held by another connection waits for it, then commits", async () => {
+    const path = tempDbPath();
+    const store = await openSqliteStore(new FakeClock(), path);
+    const lock = await holdWriteLock(path, 150);
+    const t0 = performance.now();
+    const [e] = await store.enqueue([newTask()], unlimited);
+    // It could not commit before the other connection did (the wait blocked this thread meanwhile).
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(100);
+    await lock.released;
+    expect((await store.get(e!.id))?.status).toBe("pending");
+  });
+
+  it("§10.2 past busyTimeoutMs the write fails with RATCHET_STORE and changes nothing", async () => {
+    const path = tempDbPath();
+    await openSqliteStore(new FakeClock(), path);
+    const store = new SqliteStore({ path, clock: new FakeClock(), busyTimeoutMs: 30 });
+    onCleanup(() => store.close());
+    const lock = await holdWriteLock(path, 400);
+    const err = await expectCode(() => store.enqueue([newTask()], unlimited), "RATCHET_STORE");
+    expect(err.message).toMatch(/locked|busy/i);
+    await lock.released;
+    expect(await store.list({ limit: 10 })).toEqual([]);
   });
 });

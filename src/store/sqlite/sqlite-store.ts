@@ -73,9 +73,10 @@ export class SqliteStore implements Store {
   readonly #c: SqliteCore;
 
   constructor(opts: SqliteStoreOptions) {
+    const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 10_000));
     try {
       this.db = new Database(opts.path);
-      this.db.pragma(`busy_timeout = ${Math.max(0, Math.floor(opts.busyTimeoutMs ?? 10_000))}`);
+      this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       this.db.pragma("journal_mode = WAL");
       this.db.pragma(`synchronous = ${opts.synchronous === "FULL" ? "FULL" : "NORMAL"}`);
     } catch (err) {
@@ -83,7 +84,10 @@ export class SqliteStore implements Store {
         cause: err,
       });
     }
-    this.#c = new SqliteCore(this.db, opts.clock);
+    // spec §10.2: from here on the store waits for locks itself (SqliteCore.tx), in steps finer than
+    // SQLite's busy handler; the open's own pragmas above waited with the handler.
+    this.db.pragma("busy_timeout = 0");
+    this.#c = new SqliteCore(this.db, opts.clock, busyTimeoutMs);
   }
 
   async now(): Promise<number> {
