@@ -52,10 +52,10 @@ export interface DriverOptions {
  * driver stops claiming; it claims again once at most half as many remain. A settle batch (the
  * settle Batcher writes up to 500 per transaction) for each write the store takes at once, and one
  * filling, so the writes never wait for claims: with one write at a time (SQLite), 1,000; with two
- * (PostgreSQL, PostgresStore.settleLanes), 1,500 (settleBacklog). Without a bound a worker whose claims outpaced
- * its settlements held ever more finished tasks: on PostgreSQL, in-process drains at c16 with
- * prefetch 500 ended with 5,500 of 20,000 and ~15,000 of 200,000 tasks still to settle when their
- * last handler returned, each still `running` under a lease that its settlement might outlive.
+ * (PostgreSQL, PostgresStore.settleLanes), 1,500. Without a bound a worker whose claims outpaced its
+ * settlements held ever more finished tasks: on PostgreSQL, in-process drains at c16 with prefetch
+ * 500 ended with 5,500 of 20,000 and ~15,000 of 200,000 tasks still to settle when their last
+ * handler returned, each still `running` under a lease that its settlement might outlive.
  */
 export function settleBacklog(lanes: number): number {
   return SETTLE_BATCH * (lanes + 1);
@@ -139,8 +139,12 @@ export class Driver {
    */
   #backedUp = false;
 
+  /** spec §8.9: the settle backlog at which claims stop. */
+  readonly #backlog: number;
+
   constructor(o: DriverOptions) {
     this.#o = o;
+    this.#backlog = o.settleBacklog ?? SETTLE_BACKLOG;
   }
 
   get concurrency(): number {
@@ -185,7 +189,7 @@ export class Driver {
 
   #settledOne(): void {
     this.#unsettled--;
-    if (this.#backedUp && this.#settling <= (this.#o.settleBacklog ?? SETTLE_BACKLOG) / 2) {
+    if (this.#backedUp && this.#settling <= this.#backlog / 2) {
       this.#backedUp = false;
       this.#o.wakeup.notify();
     }
@@ -223,7 +227,7 @@ export class Driver {
     if (room > CLAIM_STEP && prefetch > 0) room -= room % CLAIM_STEP;
     if (room <= 0) return started;
     // spec §8.9.
-    if (this.#settling >= (this.#o.settleBacklog ?? SETTLE_BACKLOG)) this.#backedUp = true;
+    if (this.#settling >= this.#backlog) this.#backedUp = true;
     if (this.#backedUp) return started;
     const names = this.#o.names();
     const queues = this.#o.queues();

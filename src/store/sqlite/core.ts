@@ -99,38 +99,30 @@ export class SqliteCore {
    * so fn never runs twice.
    */
   tx<T>(fn: () => T): T {
-    if (this.closed) throw new StoreError("the store is closed");
-    let deadline = 0;
-    let wait = LOCK_WAIT_FIRST_MS;
-    for (;;) {
-      this.#began = false;
-      try {
+    return this.#waitingForLocks(
+      () => {
+        this.#began = false;
         return this.#immediate(fn) as T;
-      } catch (err) {
-        if (!this.#began && isBusy(err)) {
-          deadline ||= performance.now() + this.busyTimeoutMs;
-          if (performance.now() < deadline) {
-            Atomics.wait(SLEEPER, 0, 0, wait);
-            wait = Math.min(wait * 2, LOCK_WAIT_MAX_MS);
-            continue;
-          }
-        }
-        if (err instanceof RatchetError) throw err;
-        throw new StoreError(`SQLite: ${(err as Error).message}`, { cause: err });
-      }
-    }
+      },
+      () => !this.#began,
+    );
   }
 
   /** Runs reads outside a transaction; they write nothing, so a read that met a lock runs again. */
   read<T>(fn: () => T): T {
+    return this.#waitingForLocks(fn, () => !this.db.inTransaction);
+  }
+
+  /** Runs `attempt` until it does not meet a lock held elsewhere (while `again` allows), or busyTimeoutMs pass. */
+  #waitingForLocks<T>(attempt: () => T, again: () => boolean): T {
     if (this.closed) throw new StoreError("the store is closed");
     let deadline = 0;
     let wait = LOCK_WAIT_FIRST_MS;
     for (;;) {
       try {
-        return fn();
+        return attempt();
       } catch (err) {
-        if (isBusy(err) && !this.db.inTransaction) {
+        if (isBusy(err) && again()) {
           deadline ||= performance.now() + this.busyTimeoutMs;
           if (performance.now() < deadline) {
             Atomics.wait(SLEEPER, 0, 0, wait);
