@@ -12,6 +12,7 @@ import {
   expectCode,
   FakeClock,
   forEachBackend,
+  newTask,
   onCleanup,
   openRatchet,
   type StoreOptions,
@@ -266,6 +267,16 @@ forEachBackend((backend) => {
       expect(await spin(async () => (await inner.stats())[0]!.byOutcome.completed === N)).toBe(true);
       expect(runs).toBe(N);
       vi.useRealTimers();
+      // The queue's live counter (spec §2.7) came back to zero through every lane's batches: with
+      // the depth bound at N, N new tasks fit and one more does not.
+      await r.stop();
+      const depth = { maxDepth: () => N };
+      for (let i = 0; i < N; i += 500)
+        await inner.enqueue(
+          Array.from({ length: 500 }, () => newTask({ name: "quick" })),
+          depth,
+        );
+      await expectCode(() => inner.enqueue([newTask({ name: "quick" })], depth), "RATCHET_QUEUE_FULL");
     });
 
     it("§8.1 a claim that comes back short is not followed by another at once: the worker waits for a wake-up or its poll", async () => {
