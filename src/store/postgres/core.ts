@@ -411,18 +411,3 @@ export function upstreamError(root: TaskId): string {
   const e: StoredError = { name: "UpstreamFailed", message: `upstream task ${root} failed`, upstream: root };
   return JSON.stringify(e);
 }
-
-/**
- * Integers as one PostgreSQL array literal, for a parameter the statement casts to int[] or bigint[].
- * pg serialises a JS array element by element (each one stringified, quoted and escaped, then
- * concatenated): a settle batch's four arrays of ids, tokens and result offsets made ~890 bytes of
- * garbage per completed task, a sixth of a PostgreSQL drain's (sampling heap profile of an in-process
- * drain of 60,000 at c16), and 28 against 5 µs of CPU per array of 500. With this: 5,270 → 4,449
- * bytes allocated per task in that profile, and 9.1 → 8.6 µs of Node CPU per task in eight alternating
- * pairs of drains (`node dist/bench/drain.js --store pg --pairs 8 --base …`; the rate within its
- * noise, 60.4k against 60.0k). Every element must be an integer (ids, tokens, offsets): anything
- * else fails the cast loudly, never silently.
- */
-export function intArray(xs: readonly number[]): string {
-  return `{${xs.join(",")}}`;
-}

@@ -2,7 +2,7 @@
 import { AbortedError, LeaseLostError } from "../../errors.js";
 import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
 import { reconcile, settleTree } from "../tree/ops.js";
-import { type Client, intArray, type PgCore } from "./core.js";
+import type { Client, PgCore } from "./core.js";
 import { FENCE, T } from "./sql.js";
 
 /** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
@@ -35,11 +35,11 @@ export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Pr
                ORDER BY v.ord ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
        SELECT id, epoch FROM f`,
       {
-        ids: intArray(items.map((w) => w.fence.taskId)),
-        tokens: intArray(items.map((w) => w.fence.token)),
+        ids: items.map((w) => w.fence.taskId),
+        tokens: items.map((w) => w.fence.token),
         names: items.map((w) => w.name),
         results: items.map((w) => w.result),
-        marks: intArray(items.map((w) => markOf(w.fence))),
+        marks: items.map((w) => markOf(w.fence)),
       },
     );
     const held = new Set(rows.map((r) => `${r.id}:${r.epoch}`));
@@ -255,8 +255,8 @@ export async function completeMany(
      SELECT n.applied, d.id, d.token, d.dependents, d.tree FROM n
      LEFT JOIN done d ON n.applied < :total::int OR d.dependents > 0 OR d.tree`,
     {
-      ids: intArray(unique.map((s) => s.fence.taskId)),
-      tokens: intArray(unique.map((s) => s.fence.token)),
+      ids: unique.map((s) => s.fence.taskId),
+      tokens: unique.map((s) => s.fence.token),
       ...resultSlices(unique),
       shard: core.shard,
       total: items.length,
@@ -271,8 +271,8 @@ export async function completeMany(
 /** The completions' results as one text and each one's 1-based byte offset and length in its UTF-8. */
 function resultSlices(items: readonly Completion[]): {
   results: string;
-  offsets: string;
-  lengths: string;
+  offsets: number[];
+  lengths: number[];
 } {
   const offsets = new Array<number>(items.length);
   const lengths = new Array<number>(items.length);
@@ -283,11 +283,7 @@ function resultSlices(items: readonly Completion[]): {
     lengths[i] = n;
     at += n;
   }
-  return {
-    results: items.map((s) => s.result).join(""),
-    offsets: intArray(offsets),
-    lengths: intArray(lengths),
-  };
+  return { results: items.map((s) => s.result).join(""), offsets, lengths };
 }
 
 /** Completions with nothing more to do (settle's first statement): what MoreToDo would hold is empty. */
