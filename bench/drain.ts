@@ -18,7 +18,7 @@
  * of each are printed.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -26,7 +26,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
-import { median } from "./stats.js";
+import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -67,23 +67,6 @@ interface Sample {
   walBytes: number | null;
   /** Execution time of the drain's statements, µs per task (only with pg_stat_statements loaded). */
   stmtUs: number | null;
-}
-
-/** CPU time of every postgres process of this machine, in ms (clock ticks of 10 ms). */
-function postgresCpuMs(): number {
-  let ticks = 0;
-  for (const p of readdirSync("/proc")) {
-    if (!/^\d+$/.test(p)) continue;
-    try {
-      const st = readFileSync(`/proc/${p}/stat`, "utf8");
-      if (!st.includes("(postgres)")) continue;
-      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return ticks * 10;
 }
 
 /** Times `drain` (which resolves when N tasks have run) and reads what it cost. */

@@ -17,6 +17,8 @@
  * - `bare -rare indexes`: without the ten partial indexes a plain task never has an entry in (every
  *   non-HOT update still tests each one's predicate);
  * - `bare -lock`: the claim without FOR UPDATE SKIP LOCKED (the lock's own write);
+ * - `bare -trigger`: without the seat-release trigger (AFTER UPDATE OF status, with a WHEN);
+ * - `bare -trigger -checks -rare indexes`: without all three;
  * - `bare slim`: the table rebuilt with only the 23 columns that hold values on a plain task (no
  *   CHECKs, the primary key and the ready, lease and ended indexes): what the row's width costs;
  * - `narrow`: a sketch of the hot columns (status, order, attempts, epoch, lease and times) in a
@@ -25,14 +27,17 @@
  * - `floor-pg`: floor-pg's own table and statements (bench/floor-sql.ts).
  * Reported per task, medians of `--rounds`: from pg_stat_statements when the server loads it (the
  * execution time of the statements on the variant's schema: claims, the rest), else the client's
- * wall time of the calls (round trips and commits included).
+ * wall time of the calls (round trips and commits included); and the CPU time of every postgres
+ * process of this machine over the drain (from /proc, the server must be local), which counts what
+ * the statements' times leave out (parse, bind, commit, WAL) and what a busy VM's other tenants do
+ * to wall time less.
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
-import { median } from "./stats.js";
+import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -64,6 +69,8 @@ interface Variant {
   slim?: boolean;
   /** The bare claim without FOR UPDATE SKIP LOCKED (one claimer here, so nothing to skip). */
   noLock?: boolean;
+  /** Without the seat-release trigger (an AFTER UPDATE OF status row trigger with a WHEN). */
+  noTrigger?: boolean;
 }
 /** The partial indexes no row of a plain claim or completion has an entry in. */
 const RARE_INDEXES = [
@@ -89,6 +96,14 @@ const ALL: Variant[] = [
   { name: "bare slim", kind: "bare", slim: true },
   { name: "bare -rare indexes", kind: "bare", drop: RARE_INDEXES },
   { name: "bare -lock", kind: "bare", noLock: true },
+  { name: "bare -trigger", kind: "bare", noTrigger: true },
+  {
+    name: "bare -trigger -checks -rare indexes",
+    kind: "bare",
+    noTrigger: true,
+    noChecks: true,
+    drop: RARE_INDEXES,
+  },
   { name: "floor-pg", kind: "floor" },
 ];
 const ONLY = args.only?.split(",");
@@ -114,6 +129,7 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
     const t = `"${schema}".ratchet_tasks`;
     if (v.fillfactor) await admin.query(`ALTER TABLE ${t} SET (fillfactor = ${v.fillfactor})`);
     for (const ix of v.drop ?? []) await admin.query(`DROP INDEX "${schema}".${ix}`);
+    if (v.noTrigger) await admin.query(`DROP TRIGGER ratchet_seat_release ON ${t}`);
     if (v.noChecks) {
       const cs = await admin.query(
         "SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'",
@@ -285,8 +301,8 @@ const statements = await admin.query("SELECT pg_stat_statements_reset()").then(
   () => true,
   () => false,
 );
-const samples = new Map<string, { claim: number[]; rest: number[] }>(
-  VARIANTS.map((v) => [v.name, { claim: [], rest: [] }]),
+const samples = new Map<string, { claim: number[]; rest: number[]; cpu: number[] }>(
+  VARIANTS.map((v) => [v.name, { claim: [], rest: [], cpu: [] }]),
 );
 try {
   for (let round = 0; round < ROUNDS; round++) {
@@ -294,10 +310,12 @@ try {
       const schema = `pgshape_${process.pid}`;
       await prepare(admin, schema, v);
       if (statements) await admin.query("SELECT pg_stat_statements_reset()");
+      const cpu0 = postgresCpuMs();
       let [claimMs, restMs] =
         v.kind === "own"
           ? await drainOwn(schema)
           : await { bare: drainBare, floor: drainFloor, narrow: drainNarrow }[v.kind](admin, schema, v);
+      const cpuMs = postgresCpuMs() - cpu0;
       if (statements) {
         const rows = (
           await admin.query(
@@ -314,8 +332,9 @@ try {
       const s = samples.get(v.name)!;
       s.claim.push((claimMs * 1_000) / N);
       s.rest.push((restMs * 1_000) / N);
+      s.cpu.push((cpuMs * 1_000) / N);
       console.error(
-        `round ${round + 1} ${v.name}: claim ${s.claim.at(-1)!.toFixed(2)}, completion ${s.rest.at(-1)!.toFixed(2)} µs/task`,
+        `round ${round + 1} ${v.name}: claim ${s.claim.at(-1)!.toFixed(2)}, completion ${s.rest.at(-1)!.toFixed(2)} µs/task, server CPU ${s.cpu.at(-1)!.toFixed(2)} µs/task`,
       );
     }
   }
@@ -329,10 +348,13 @@ console.log(
       : "client wall time (pg_stat_statements not loaded)"
   }\n`,
 );
-console.log("| variant | claim | completion | both |\n| --- | ---: | ---: | ---: |");
+console.log("| variant | claim | completion | both | server CPU |\n| --- | ---: | ---: | ---: | ---: |");
 for (const v of VARIANTS) {
   const s = samples.get(v.name)!;
   const c = median(s.claim);
   const r = median(s.rest);
-  console.log(`| ${v.name} | ${c.toFixed(2)} | ${r.toFixed(2)} | ${(c + r).toFixed(2)} |`);
+  const cpu = median(s.cpu);
+  console.log(
+    `| ${v.name} | ${c.toFixed(2)} | ${r.toFixed(2)} | ${(c + r).toFixed(2)} | ${cpu.toFixed(2)} |`,
+  );
 }

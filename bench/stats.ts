@@ -1,4 +1,5 @@
 /** Number formatting and summary statistics shared by every benchmark driver. */
+import { readdirSync, readFileSync } from "node:fs";
 
 export const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
@@ -24,3 +25,33 @@ export function percentile(sorted: number[], p: number): number {
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[i]!;
 }
+
+/** CPU time (user + system) of the processes whose /proc/<pid>/stat passes `pick`, in ms (clock ticks of 10 ms). */
+function cpuMsWhere(pids: Iterable<string>, pick: (stat: string) => boolean): number {
+  let ticks = 0;
+  for (const p of pids) {
+    try {
+      const st = readFileSync(`/proc/${p}/stat`, "utf8");
+      if (!pick(st)) continue;
+      const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return ticks * 10;
+}
+
+/** CPU time of every process of this machine named `comm` (postgres, redis-server), in ms. */
+export function serverCpuMs(comm: string): number {
+  return cpuMsWhere(
+    readdirSync("/proc").filter((p) => /^\d+$/.test(p)),
+    (st) => st.includes(`(${comm})`),
+  );
+}
+
+/** CPU time of every postgres process of this machine, in ms. */
+export const postgresCpuMs = (): number => serverCpuMs("postgres");
+
+/** CPU time of the given processes, in ms. */
+export const processCpuMs = (pids: readonly number[]): number => cpuMsWhere(pids.map(String), () => true);
