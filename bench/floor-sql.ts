@@ -46,3 +46,41 @@ export const floorPgClaim = (t: string, limit: number): string =>
 /** The completion of a claimed batch, $1 its ids. */
 export const floorPgComplete = (t: string): string =>
   `UPDATE ${t} SET status = 2 WHERE id = ANY($1::bigint[])`;
+
+/**
+ * floor-lease-pg: floor-pg plus what Ratchet's rules ask of every claim and completion, and nothing
+ * else of Ratchet's. The claim takes the due jobs of a queue in claim order (spec §3.5: a queue, an
+ * order key, the id), counts the attempt (§5), raises the fencing epoch (§3.7) and sets a lease that
+ * expires (§3.2), found again by its own partial index (§3.3: an expired lease is reclaimed); the
+ * completion is fenced by that epoch and keeps the job's row with its result and end time (§4.3).
+ * No retries, events, counters, trees, flow control or dedupe. The gap between floor-pg and this is
+ * what the promises cost the store; the gap between this and Ratchet is Ratchet's own.
+ */
+export const floorLeaseSchema = (t: string): string[] => [
+  `CREATE TABLE ${t} (id bigserial PRIMARY KEY, queue text NOT NULL DEFAULT 'default', order_key bigint NOT NULL,
+     payload text NOT NULL, status smallint NOT NULL DEFAULT 0, attempts integer NOT NULL DEFAULT 0,
+     epoch integer NOT NULL DEFAULT 0, max_ms bigint NOT NULL DEFAULT 60000, lease_until bigint, locked_by text,
+     claimed_at bigint, result text, ended_at bigint)`,
+  `CREATE INDEX ON ${t} (queue, order_key, id) WHERE status = 0`,
+  `CREATE INDEX ON ${t} (lease_until) WHERE status = 1`,
+];
+
+/** A batch of jobs, $1 the payloads; the order key is the enqueue time, as Ratchet's at priority 0. */
+export const floorLeaseInsert = (t: string): string =>
+  `INSERT INTO ${t} (order_key, payload) SELECT (extract(epoch from now()) * 1000)::bigint, unnest($1::text[])`;
+
+/** A claim of up to `limit` ($1 the holder, $2 the time in ms), returning each job's fence. */
+export const floorLeaseClaim = (t: string, limit: number): string =>
+  `UPDATE ${t} SET status = 1, locked_by = $1, attempts = attempts + 1, epoch = epoch + 1,
+     lease_until = $2::bigint + max_ms, claimed_at = $2::bigint
+   WHERE id = ANY(ARRAY(SELECT id FROM ${t} WHERE queue = 'default' AND status = 0
+     ORDER BY order_key, id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
+   RETURNING id, epoch, payload`;
+
+/**
+ * The fenced completion of a claimed batch: $1 its ids ascending, $2 their epochs, $3 the time. Each
+ * row finds its epoch by binary search (width_bucket over the sorted ids), as Ratchet's does.
+ */
+export const floorLeaseComplete = (t: string): string =>
+  `UPDATE ${t} SET status = 2, result = 'null', ended_at = $3::bigint, lease_until = NULL, locked_by = NULL
+   WHERE id = ANY($1::bigint[]) AND status = 1 AND epoch = ($2::int[])[width_bucket(id, $1::bigint[])]`;

@@ -29,6 +29,9 @@
  *      adjacent pair (median of 7 pairs). The waiting jobs must not run.
  *   W6 memory: peak RSS of the worker process during W2 c16 and W5, sampled every 50 ms by a timer
  *      and from the job handler (plainjob's loop starves timers).
+ *   CPU of W2 c16: the worker process's and the server's (postgres or redis-server processes of
+ *      this machine) CPU time over the timed drain, per job, read from /proc: where a drain's time
+ *      goes on two cores shared by both.
  * Each figure runs --runs times (default 3) on a fresh database/schema/file/keyspace; the tables
  * show medians, and the JSON (bench/peers/results/) every sample. Runs are interleaved (run 1 of
  * every engine, then run 2, ...) so that drift on a noisy machine hits every engine alike.
@@ -40,7 +43,7 @@ import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { fmt, fmtInt, median, percentile, progress } from "../stats.js";
+import { fmt, fmtInt, median, percentile, processCpuMs, progress, serverCpuMs } from "../stats.js";
 import {
   type Adapter,
   loadPeer,
@@ -76,7 +79,8 @@ if (args.help) {
     "usage: node --import tsx peers/compare.ts [--quick] [--runs N] [--only a,b] [--skip a,b]\n" +
       "         [--pg-url URL] [--redis-url URL] [--dir PATH]\n" +
       "  engines: ratchet-sqlite, plainjob, ratchet-pg, graphile-worker, pg-boss, bullmq, dbos,\n" +
-      "           floor-sqlite, floor-pg (the least each store allows for W2: peers/floor.ts)\n" +
+      "           floor-sqlite, floor-pg (the least each store allows for W2: peers/floor.ts),\n" +
+      "           floor-lease-pg (floor-pg with Ratchet's rules for a claim and a completion)\n" +
       "  --quick      2,000 jobs (batches of 100), 100 × 10 steps; a smoke run\n" +
       "  --runs N     measurements per figure (default 3)\n" +
       "  --only/--skip  engines to run / leave out\n" +
@@ -299,6 +303,26 @@ const W6_FIGURES: Figure[] = [
     lowerIsBetter: true,
   },
 ];
+/** Which processes of this machine are the store's server, by backend (SQLite has none). */
+const SERVER_COMM: Record<string, string | undefined> = { postgres: "postgres", redis: "redis-server" };
+const CPU_FIGURES: Figure[] = [
+  {
+    id: "cpu-w2c16-worker",
+    label: "CPU of the worker process, W2 c16 (µs/job)",
+    unit: "µs",
+    detail:
+      "user + system CPU time of the worker process over the timed drain (its start-up included), per job",
+    lowerIsBetter: true,
+  },
+  {
+    id: "cpu-w2c16-server",
+    label: "CPU of the server, W2 c16 (µs/job)",
+    unit: "µs",
+    detail:
+      "user + system CPU time of every postgres (or redis-server) process of this machine over the timed drain, per job; none for SQLite",
+    lowerIsBetter: true,
+  },
+];
 const ALL_FIGURES: Figure[] = [
   ...QUEUE_FIGURES,
   STEPS_FIGURE,
@@ -306,6 +330,7 @@ const ALL_FIGURES: Figure[] = [
   ...W3_LOCAL_FIGURES,
   ...W5_FIGURES,
   ...W6_FIGURES,
+  ...CPU_FIGURES,
 ];
 const figure = (id: string): Figure => ALL_FIGURES.find((f) => f.id === id)!;
 
@@ -321,7 +346,7 @@ const MEASUREMENTS: Measurement[] = [
   ...QUEUE_FIGURES.map((f) => ({
     id: f.id,
     label: f.label,
-    figures: f.id === "w2-c16" ? [f, figure("w6-w2c16-start"), figure("w6-w2c16")] : [f],
+    figures: f.id === "w2-c16" ? [f, figure("w6-w2c16-start"), figure("w6-w2c16"), ...CPU_FIGURES] : [f],
   })),
   { id: "w3", label: "W3 latency, worker in another process", figures: W3_FIGURES },
   { id: "w3local", label: "W3 latency, worker in the enqueuer's process", figures: W3_LOCAL_FIGURES },
@@ -351,17 +376,25 @@ async function drain(
   a: Adapter,
   n: number,
   opts: { concurrency: number; procs: number; left: number; timedUntilLeft: boolean },
-): Promise<{ ms: number; startMB: number; peakMB: number }> {
+): Promise<{ ms: number; startMB: number; peakMB: number; workerCpuMs: number; serverCpuMs: number | null }> {
   const g = await WorkerGroup.spawn(key, targets, a.ref(), opts.procs);
+  const comm = SERVER_COMM[a.backend];
+  const server = () => (comm ? serverCpuMs(comm) : 0);
   let ms: number;
   let res: GroupResult;
+  let workerCpuMs: number;
+  let serverMs: number;
   try {
+    const w0 = processCpuMs(g.pids());
+    const s0 = server();
     const t0 = performance.now();
     await g.start(opts.concurrency, n, false);
     await g.waitDistinct(n, FIGURE_TIMEOUT_MS);
     if (opts.timedUntilLeft)
       await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
     ms = performance.now() - t0;
+    workerCpuMs = processCpuMs(g.pids()) - w0;
+    serverMs = server() - s0;
     if (!opts.timedUntilLeft)
       await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
     res = await g.stop();
@@ -371,7 +404,13 @@ async function drain(
   checkSeen(res.seen, res.early);
   const rest = await a.remaining();
   if (rest !== opts.left) throw new Error(`${rest} jobs remain after the drain (expected ${opts.left})`);
-  return { ms, startMB: res.rssStartMB, peakMB: res.rssPeakMB };
+  return {
+    ms,
+    startMB: res.rssStartMB,
+    peakMB: res.rssPeakMB,
+    workerCpuMs,
+    serverCpuMs: comm ? serverMs : null,
+  };
 }
 
 function checkSeen(seen: Uint16Array, early: number): void {
@@ -597,6 +636,8 @@ async function measureQueue(
     if (m.id === "w2-c16") {
       out["w6-w2c16-start"] = d.startMB;
       out["w6-w2c16"] = d.peakMB;
+      out["cpu-w2c16-worker"] = (d.workerCpuMs * 1_000) / N;
+      if (d.serverCpuMs !== null) out["cpu-w2c16-server"] = (d.serverCpuMs * 1_000) / N;
     }
     return out;
   } finally {
@@ -891,6 +932,11 @@ async function main(): Promise<void> {
       figures: W5_FIGURES,
     },
     { title: "W6 memory: RSS of a worker process (MB); lower is better.", figures: W6_FIGURES },
+    {
+      title:
+        "CPU of W2 c16 (µs per job, from /proc; both share the machine's two cores): the worker process, and the server's processes.",
+      figures: CPU_FIGURES,
+    },
   ];
   for (const t of tables) {
     const cols = t.figures.filter((f) => has(f.id));
@@ -919,6 +965,8 @@ async function main(): Promise<void> {
     ["ratchet-sqlite", "dbos"],
     ["ratchet-sqlite", "floor-sqlite"],
     ["ratchet-pg", "floor-pg"],
+    ["ratchet-pg", "floor-lease-pg"],
+    ["floor-lease-pg", "graphile-worker"],
   ];
   const ratioFigures = [
     ...QUEUE_FIGURES,
@@ -931,6 +979,7 @@ async function main(): Promise<void> {
     figure("w6-w2c16"),
     figure("w6-w5"),
     figure("w6-w5m"),
+    ...CPU_FIGURES,
   ].filter((f) => has(f.id));
   const ratioRows: string[] = [];
   for (const [ours, peer] of pairs) {

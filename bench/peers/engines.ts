@@ -20,6 +20,7 @@ export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<Q
   // Not peers: the least each store allows for W2 (floor.ts), the bound the targets are checked against.
   "floor-sqlite": { needs: "sqlite", load: async () => (await import("./floor.js")).floorSqlite },
   "floor-pg": { needs: "postgres", load: async () => (await import("./floor.js")).floorPg },
+  "floor-lease-pg": { needs: "postgres", load: async () => (await import("./floor.js")).floorLeasePg },
 };
 
 export const STEPS_ENGINES: Record<string, { needs: Needs; make: (t: Targets) => Promise<StepsAdapter> }> = {

@@ -14,11 +14,25 @@
  * change does at least this much work per job; graphile-worker deletes its rows instead of keeping
  * them, which is why it can be compared with but not bounded by this floor.
  *
+ * floor-lease-pg (floor-sql.ts) is the same loop over a table with what Ratchet's rules ask of each
+ * claim and completion: claim order, attempts, a fencing epoch, a lease found by its own index, and
+ * the row kept with its result. Between floor-pg and it: what the promises cost; between it and
+ * Ratchet: Ratchet's own.
+ *
  * Only the W2 figures (and W6, which reads their RSS) run for these engines.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { floorPgClaim, floorPgComplete, floorPgInsert, floorPgSchema } from "../floor-sql.js";
+import {
+  floorLeaseClaim,
+  floorLeaseComplete,
+  floorLeaseInsert,
+  floorLeaseSchema,
+  floorPgClaim,
+  floorPgComplete,
+  floorPgInsert,
+  floorPgSchema,
+} from "../floor-sql.js";
 import {
   type Adapter,
   loadPeer,
@@ -130,30 +144,51 @@ async function sqliteWorker(_t: Targets, ref: StoreRef, { onJob }: WorkerOptions
 
 // -------------------------------------------------------------------------------- PostgreSQL
 
-async function pgAdapter(t: Targets): Promise<Adapter> {
+type PgKind = "plain" | "lease";
+
+/** The statements of each PostgreSQL floor (floor-sql.ts), `t` the quoted table. */
+const PG_SQL = {
+  plain: {
+    schema: floorPgSchema,
+    insert: floorPgInsert,
+    one: (t: string) => `INSERT INTO ${t} (payload) VALUES ($1)`,
+    notes: `one table, two batched row writes per job (claims of ${CLAIM} in one UPDATE … FOR UPDATE SKIP LOCKED … RETURNING, one UPDATE completing the batch on a second connection, overlapping the next claim), one commit each; server defaults (synchronous_commit on)`,
+  },
+  lease: {
+    schema: floorLeaseSchema,
+    insert: floorLeaseInsert,
+    one: (t: string) =>
+      `INSERT INTO ${t} (order_key, payload) VALUES ((extract(epoch from now()) * 1000)::bigint, $1)`,
+    notes: `floor-pg plus Ratchet's rules for a claim and a completion: claim order (queue, order key, id), attempts, a fencing epoch, a lease with its partial index, the fenced completion keeping the row with its result and end time; claims of ${CLAIM}, completions on a second connection`,
+  },
+} as const;
+
+async function pgAdapter(t: Targets, kind: PgKind): Promise<Adapter> {
   let schema = "";
   let c: any;
+  const sql = PG_SQL[kind];
+  const table = () => `"${schema}".floor_jobs`;
   return {
-    name: "floor (postgres)",
+    name: kind === "plain" ? "floor (postgres)" : "floor with leases (postgres)",
     backend: "postgres",
     durable: true,
-    notes: `one table, two batched row writes per job (claims of ${CLAIM} in one UPDATE … FOR UPDATE SKIP LOCKED … RETURNING, one UPDATE completing the batch on a second connection, overlapping the next claim), one commit each; server defaults (synchronous_commit on)`,
+    notes: sql.notes,
     skips: SKIPS,
     async setup() {
       schema = `bench_floor_${rand()}`;
       c = await pgClient(t.pgUrl);
       await c.query(`CREATE SCHEMA "${schema}"`);
-      for (const sql of floorPgSchema(`"${schema}".floor_jobs`)) await c.query(sql);
+      for (const q of sql.schema(table())) await c.query(q);
     },
     ref: () => ({ schema }),
     async enqueueOne(p: Payload) {
-      await c.query(`INSERT INTO "${schema}".floor_jobs (payload) VALUES ($1)`, [JSON.stringify(p)]);
+      await c.query(sql.one(table()), [JSON.stringify(p)]);
     },
     async enqueueBatch(ps: Payload[]) {
-      await c.query(floorPgInsert(`"${schema}".floor_jobs`), [ps.map((p) => JSON.stringify(p))]);
+      await c.query(sql.insert(table()), [ps.map((p) => JSON.stringify(p))]);
     },
     async remaining() {
-      const r = await c.query(`SELECT count(*)::int AS n FROM "${schema}".floor_jobs WHERE status < 2`);
+      const r = await c.query(`SELECT count(*)::int AS n FROM ${table()} WHERE status < 2`);
       return r.rows[0].n;
     },
     async teardown() {
@@ -166,21 +201,39 @@ async function pgAdapter(t: Targets): Promise<Adapter> {
   };
 }
 
-async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
+async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions, kind: PgKind) {
   const claimer = await pgClient(t.pgUrl);
   const completer = await pgClient(t.pgUrl);
   const s = `"${ref.schema}".floor_jobs`;
   const me = `floor-${process.pid}-${rand()}`;
   let stopping = false;
   let completing: Promise<unknown> = Promise.resolve();
+  const claim = (): Promise<{ rows: { id: string; epoch?: number; payload: string }[] }> =>
+    kind === "plain"
+      ? claimer.query({ name: "floor-claim", text: floorPgClaim(s, CLAIM), values: [me] })
+      : claimer.query({
+          name: "floor-lease-claim",
+          text: floorLeaseClaim(s, CLAIM),
+          values: [me, Date.now()],
+        });
+  const complete = (rows: { id: string; epoch?: number }[]): Promise<unknown> => {
+    if (kind === "plain")
+      return completer.query({
+        name: "floor-complete",
+        text: floorPgComplete(s),
+        values: [rows.map((r) => r.id)],
+      });
+    // Ids ascending, for the binary search of each row's epoch.
+    const sorted = rows.map((r) => ({ id: Number(r.id), epoch: r.epoch! })).sort((a, b) => a.id - b.id);
+    return completer.query({
+      name: "floor-lease-complete",
+      text: floorLeaseComplete(s),
+      values: [sorted.map((r) => r.id), sorted.map((r) => r.epoch), Date.now()],
+    });
+  };
   const loop = (async () => {
     while (!stopping) {
-      const res = await claimer.query({
-        name: "floor-claim",
-        text: floorPgClaim(s, CLAIM),
-        values: [me],
-      });
-      const rows = res.rows as { id: string; payload: string }[];
+      const { rows } = await claim();
       if (rows.length === 0) {
         await sleep(POLL_MS);
         continue;
@@ -188,11 +241,7 @@ async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
       for (const r of rows) onJob(JSON.parse(r.payload) as Payload);
       // One completion in flight at a time, overlapping the next claim.
       await completing;
-      completing = completer.query({
-        name: "floor-complete",
-        text: floorPgComplete(s),
-        values: [rows.map((r) => r.id)],
-      });
+      completing = complete(rows);
     }
     await completing;
   })();
@@ -207,4 +256,11 @@ async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions) {
 }
 
 export const floorSqlite: QueueEngine = { adapter: sqliteAdapter, startWorker: sqliteWorker };
-export const floorPg: QueueEngine = { adapter: pgAdapter, startWorker: pgWorker };
+export const floorPg: QueueEngine = {
+  adapter: (t) => pgAdapter(t, "plain"),
+  startWorker: (t, ref, o) => pgWorker(t, ref, o, "plain"),
+};
+export const floorLeasePg: QueueEngine = {
+  adapter: (t) => pgAdapter(t, "lease"),
+  startWorker: (t, ref, o) => pgWorker(t, ref, o, "lease"),
+};

@@ -81,6 +81,11 @@ export class WorkerGroup {
     });
   }
 
+  /** The worker processes' ids (their CPU is read from /proc, see compare.ts). */
+  pids(): number[] {
+    return this.#children.map((c) => c.pid!);
+  }
+
   #events: string[] = [];
   #notify(type: string): void {
     this.#events.push(type);
