@@ -12,7 +12,11 @@
  *   (`claimLean`: only the columns the claimer does not already know);
  * - `in-list`: the same file with ratchet_tasks' CHECKs put back as the IN lists of schema 5;
  * - `all-columns`: the schema as migrated, the claim returning all 22 CLAIM_COLUMNS (`claimIn`, as
- *   claims of many did before the lean form).
+ *   claims of many did before the lean form);
+ * - `-trigger`: without the seat-release trigger (an AFTER UPDATE OF status row trigger: its program
+ *   runs for every row a claim or a completion updates, to test its WHEN);
+ * - `-rare indexes`: without the ten partial indexes a plain task never enters (each update of
+ *   `status` tests their predicates on the old and the new row).
  * Variants alternate within a round, so drift on the machine falls on both; the table gives the
  * median over rounds, in µs per task, and the ratio.
  */
@@ -35,6 +39,20 @@ const N = Number(args.tasks);
 const CHUNK = 32;
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !Number.isInteger(N) || N < CHUNK || N % CHUNK !== 0)
   throw new Error(`--rounds must be >= 1 and --tasks a multiple of ${CHUNK}`);
+
+/** The partial indexes of ratchet_tasks that a plain task's claim and completion never enter. */
+const RARE_INDEXES = [
+  "wake",
+  "dedupe",
+  "job",
+  "spawn",
+  "marked",
+  "completing",
+  "parked",
+  "scope",
+  "seat",
+  "seat_parked",
+];
 
 const cpuMs = () => {
   const u = process.cpuUsage();
@@ -72,6 +90,13 @@ try {
       ...lean,
     },
     "all-columns": { prepare: () => {}, claim: claimIn(CHUNK), epoch: 9 },
+    "-trigger": { prepare: (db) => db.exec("DROP TRIGGER ratchet_seat_release"), ...lean },
+    "-rare indexes": {
+      prepare: (db) => {
+        for (const n of RARE_INDEXES) db.exec(`DROP INDEX ratchet_tasks_${n}`);
+      },
+      ...lean,
+    },
   };
   const samples: Record<string, { claim: number[]; complete: number[] }> = {};
   let copy = 0;
@@ -130,6 +155,8 @@ try {
     );
   }
   console.log(`\nin-list / case: ${(total("in-list") / total("case")).toFixed(2)}×`);
+  for (const name of ["-trigger", "-rare indexes"])
+    console.log(`${name} / case: ${(total(name) / total("case")).toFixed(2)}×`);
   console.log(
     `all-columns / case, the claim alone: ${(median(samples["all-columns"]!.claim) / median(samples.case!.claim)).toFixed(2)}×`,
   );

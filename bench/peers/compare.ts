@@ -859,7 +859,10 @@ async function main(): Promise<void> {
         try {
           const v = await retryOnce(() => measureQueue(key, q.engine, a, m), `${key} ${m.label}`, r);
           for (const f of m.figures) if (v[f.id] !== undefined) result(key, f.id).samples.push(v[f.id]!);
-          const shown = m.figures.map((f) => `${f.id} ${fmt(v[f.id] ?? Number.NaN)} ${f.unit}`).join(", ");
+          const shown = m.figures
+            .filter((f) => v[f.id] !== undefined)
+            .map((f) => `${f.id} ${fmt(v[f.id]!)} ${f.unit}`)
+            .join(", ");
           progress(
             `run ${run}/${RUNS} ${key.padEnd(16)} ${m.label}: ${shown} (${((performance.now() - s0) / 1000).toFixed(1)} s)`,
           );
