@@ -5,11 +5,11 @@
  *   npm run build && node dist/bench/pgshape.js [--tasks 60000] [--rounds 2] [--only ratchet,narrow] [--pg-url postgres://…]
  *
  * Each variant is a fresh schema: Ratchet migrates it, the variant's change is applied, `--tasks`
- * no-ops are enqueued, VACUUM ANALYZE; then claims of 500 and the completion of each claim, one after
+ * no-ops are enqueued, VACUUM ANALYZE; then claims of 512 and the completion of each claim, one after
  * the other on one connection, until every task has completed. Nothing else runs, so the time is
  * the statements' own. Variants:
  * - `ratchet`: the store's own claim and settle (PostgresStore.claim / settle);
- * - `bare`: one UPDATE claiming 500 (the candidates locked with SKIP LOCKED, reached by ctid) and one
+ * - `bare`: one UPDATE claiming 512 (the candidates locked with SKIP LOCKED, reached by ctid) and one
  *   UPDATE completing them: the two row writes and nothing else of Ratchet's;
  * - `… ff100`: the table at fillfactor 100, as before migration 8;
  * - `bare -lease -ended`: without the two indexes each task adds an entry to;
@@ -37,6 +37,7 @@ import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
+import { RARE_INDEXES } from "./indexes.js";
 import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -73,19 +74,6 @@ interface Variant {
   /** Without the seat-release trigger (an AFTER UPDATE OF status row trigger with a WHEN). */
   noTrigger?: boolean;
 }
-/** The partial indexes no row of a plain claim or completion has an entry in. */
-const RARE_INDEXES = [
-  "wake",
-  "dedupe",
-  "job",
-  "spawn",
-  "marked",
-  "completing",
-  "parked",
-  "scope",
-  "seat",
-  "seat_parked",
-].map((n) => `ratchet_tasks_${n}`);
 const ALL: Variant[] = [
   { name: "ratchet", kind: "own" },
   { name: "ratchet ff100", kind: "own", fillfactor: 100 },

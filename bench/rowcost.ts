@@ -29,6 +29,7 @@ import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { completeIn } from "../src/store/sqlite/holder.js";
 import { CHECK_SWAPS, rewriteTable } from "../src/store/sqlite/migrations.js";
 import { claimIn, claimLean } from "../src/store/sqlite/sql.js";
+import { RARE_INDEXES } from "./indexes.js";
 import { median } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -39,20 +40,6 @@ const N = Number(args.tasks);
 const CHUNK = 32;
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || !Number.isInteger(N) || N < CHUNK || N % CHUNK !== 0)
   throw new Error(`--rounds must be >= 1 and --tasks a multiple of ${CHUNK}`);
-
-/** The partial indexes of ratchet_tasks that a plain task's claim and completion never enter. */
-const RARE_INDEXES = [
-  "wake",
-  "dedupe",
-  "job",
-  "spawn",
-  "marked",
-  "completing",
-  "parked",
-  "scope",
-  "seat",
-  "seat_parked",
-];
 
 const cpuMs = () => {
   const u = process.cpuUsage();
@@ -93,7 +80,7 @@ try {
     "-trigger": { prepare: (db) => db.exec("DROP TRIGGER ratchet_seat_release"), ...lean },
     "-rare indexes": {
       prepare: (db) => {
-        for (const n of RARE_INDEXES) db.exec(`DROP INDEX ratchet_tasks_${n}`);
+        for (const ix of RARE_INDEXES) db.exec(`DROP INDEX ${ix}`);
       },
       ...lean,
     },
