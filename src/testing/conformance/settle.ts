@@ -293,6 +293,55 @@ export function registerSettleTests(it: Define): void {
     expect(await store.commitSteps([])).toEqual([]);
   });
 
+  it("§4.2 / §3.7 a batch of steps larger than a store's statement chunk is fenced item by item, in item order, across chunk boundaries", async ({
+    store,
+    expect,
+  }) => {
+    // 40 tasks, two steps each, named against the alphabet ("b" taken before "a", so that the stored
+    // order can only be the order given), with stale fences and a marked task spread over the batch:
+    // 92 items, more than two chunks of 32.
+    const tasks = await ids(
+      store,
+      Array.from({ length: 40 }, () => newTask({ maxMs: 60_000 })),
+    );
+    const claimed = await store.claim(claimReq({ limit: 40 }));
+    expect(claimed).toHaveLength(40);
+    const fence = (id: number) => fenceOf(claimed.find((t) => t.id === id)!);
+    const marked = tasks[33]!;
+    expect(abortState(await store.abort(marked))).toEqual({ state: "marked" });
+    const items: { fence: Fence; name: string; result: string }[] = [];
+    const want: string[] = [];
+    tasks.forEach((id, i) => {
+      for (const [name, result] of [
+        ["b", i],
+        ["a", 100 + i],
+      ] as const) {
+        if (i % 7 === 3) {
+          items.push({ fence: { taskId: id, token: fence(id).token - 1 }, name, result: '"stale"' });
+          want.push("lease_lost");
+        }
+        items.push({ fence: fence(id), name, result: String(result) });
+        want.push(id === marked ? "abort_marked" : "ok");
+      }
+    });
+    // A repeat of the first item: already stored by this batch, so it changes nothing and is "ok".
+    items.push({ ...items[0]!, result: '"again"' });
+    want.push("ok");
+    expect(items.length).toBeGreaterThan(64);
+    expect(await store.commitSteps(items)).toEqual(want);
+    for (const [i, id] of tasks.entries()) {
+      const steps = (await store.steps(id)).map((st) => [st.name, st.result]);
+      expect(steps).toEqual(
+        id === marked
+          ? []
+          : [
+              ["b", i],
+              ["a", 100 + i],
+            ],
+      );
+    }
+  });
+
   it("§4.2 a claim marks a task fresh (no stored steps to read) only if it never started: not after a give-back that kept its committed step", async ({
     store,
     expect,
