@@ -379,14 +379,13 @@ async function drain(
 ): Promise<{ ms: number; startMB: number; peakMB: number; workerCpuMs: number; serverCpuMs: number | null }> {
   const g = await WorkerGroup.spawn(key, targets, a.ref(), opts.procs);
   const comm = SERVER_COMM[a.backend];
-  const server = () => (comm ? serverCpuMs(comm) : 0);
   let ms: number;
   let res: GroupResult;
   let workerCpuMs: number;
-  let serverMs: number;
+  let serverMs: number | null;
   try {
     const w0 = processCpuMs(g.pids());
-    const s0 = server();
+    const s0 = comm ? serverCpuMs(comm) : 0;
     const t0 = performance.now();
     await g.start(opts.concurrency, n, false);
     await g.waitDistinct(n, FIGURE_TIMEOUT_MS);
@@ -394,7 +393,7 @@ async function drain(
       await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
     ms = performance.now() - t0;
     workerCpuMs = processCpuMs(g.pids()) - w0;
-    serverMs = server() - s0;
+    serverMs = comm ? serverCpuMs(comm) - s0 : null;
     if (!opts.timedUntilLeft)
       await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
     res = await g.stop();
@@ -409,7 +408,7 @@ async function drain(
     startMB: res.rssStartMB,
     peakMB: res.rssPeakMB,
     workerCpuMs,
-    serverCpuMs: comm ? serverMs : null,
+    serverCpuMs: serverMs,
   };
 }
 

@@ -146,22 +146,52 @@ async function sqliteWorker(_t: Targets, ref: StoreRef, { onJob }: WorkerOptions
 
 type PgKind = "plain" | "lease";
 
-/** The statements of each PostgreSQL floor (floor-sql.ts), `t` the quoted table. */
-const PG_SQL = {
+/** A claimed job: its id (bigint, as text) and, for the lease floor, the epoch that fences it. */
+type PgJob = { id: string; epoch?: number; payload: string };
+
+/**
+ * What each PostgreSQL floor runs (floor-sql.ts), `t` the quoted table: its table, its inserts, and
+ * the claim and completion of its worker, each as a query on a client given.
+ */
+const PG_SQL: Record<
+  PgKind,
+  {
+    schema: (t: string) => string[];
+    insert: (t: string) => string;
+    one: (t: string) => string;
+    claim: (c: any, t: string, me: string) => Promise<{ rows: PgJob[] }>;
+    complete: (c: any, t: string, jobs: PgJob[]) => Promise<unknown>;
+    notes: string;
+  }
+> = {
   plain: {
     schema: floorPgSchema,
     insert: floorPgInsert,
-    one: (t: string) => `INSERT INTO ${t} (payload) VALUES ($1)`,
+    one: (t) => `INSERT INTO ${t} (payload) VALUES ($1)`,
+    claim: (c, t, me) => c.query({ name: "floor-claim", text: floorPgClaim(t, CLAIM), values: [me] }),
+    complete: (c, t, jobs) =>
+      c.query({ name: "floor-complete", text: floorPgComplete(t), values: [jobs.map((j) => j.id)] }),
     notes: `one table, two batched row writes per job (claims of ${CLAIM} in one UPDATE … FOR UPDATE SKIP LOCKED … RETURNING, one UPDATE completing the batch on a second connection, overlapping the next claim), one commit each; server defaults (synchronous_commit on)`,
   },
   lease: {
     schema: floorLeaseSchema,
     insert: floorLeaseInsert,
-    one: (t: string) =>
+    one: (t) =>
       `INSERT INTO ${t} (order_key, payload) VALUES ((extract(epoch from now()) * 1000)::bigint, $1)`,
+    claim: (c, t, me) =>
+      c.query({ name: "floor-lease-claim", text: floorLeaseClaim(t, CLAIM), values: [me, Date.now()] }),
+    complete: (c, t, jobs) => {
+      // Ids ascending, for the binary search of each row's epoch.
+      const sorted = jobs.map((j) => ({ id: Number(j.id), epoch: j.epoch! })).sort((a, b) => a.id - b.id);
+      return c.query({
+        name: "floor-lease-complete",
+        text: floorLeaseComplete(t),
+        values: [sorted.map((j) => j.id), sorted.map((j) => j.epoch), Date.now()],
+      });
+    },
     notes: `floor-pg plus Ratchet's rules for a claim and a completion: claim order (queue, order key, id), attempts, a fencing epoch, a lease with its partial index, the fenced completion keeping the row with its result and end time; claims of ${CLAIM}, completions on a second connection`,
   },
-} as const;
+};
 
 async function pgAdapter(t: Targets, kind: PgKind): Promise<Adapter> {
   let schema = "";
@@ -202,38 +232,16 @@ async function pgAdapter(t: Targets, kind: PgKind): Promise<Adapter> {
 }
 
 async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions, kind: PgKind) {
+  const sql = PG_SQL[kind];
   const claimer = await pgClient(t.pgUrl);
   const completer = await pgClient(t.pgUrl);
   const s = `"${ref.schema}".floor_jobs`;
   const me = `floor-${process.pid}-${rand()}`;
   let stopping = false;
   let completing: Promise<unknown> = Promise.resolve();
-  const claim = (): Promise<{ rows: { id: string; epoch?: number; payload: string }[] }> =>
-    kind === "plain"
-      ? claimer.query({ name: "floor-claim", text: floorPgClaim(s, CLAIM), values: [me] })
-      : claimer.query({
-          name: "floor-lease-claim",
-          text: floorLeaseClaim(s, CLAIM),
-          values: [me, Date.now()],
-        });
-  const complete = (rows: { id: string; epoch?: number }[]): Promise<unknown> => {
-    if (kind === "plain")
-      return completer.query({
-        name: "floor-complete",
-        text: floorPgComplete(s),
-        values: [rows.map((r) => r.id)],
-      });
-    // Ids ascending, for the binary search of each row's epoch.
-    const sorted = rows.map((r) => ({ id: Number(r.id), epoch: r.epoch! })).sort((a, b) => a.id - b.id);
-    return completer.query({
-      name: "floor-lease-complete",
-      text: floorLeaseComplete(s),
-      values: [sorted.map((r) => r.id), sorted.map((r) => r.epoch), Date.now()],
-    });
-  };
   const loop = (async () => {
     while (!stopping) {
-      const { rows } = await claim();
+      const { rows } = await sql.claim(claimer, s, me);
       if (rows.length === 0) {
         await sleep(POLL_MS);
         continue;
@@ -241,7 +249,7 @@ async function pgWorker(t: Targets, ref: StoreRef, { onJob }: WorkerOptions, kin
       for (const r of rows) onJob(JSON.parse(r.payload) as Payload);
       // One completion in flight at a time, overlapping the next claim.
       await completing;
-      completing = complete(rows);
+      completing = sql.complete(completer, s, rows);
     }
     await completing;
   })();
