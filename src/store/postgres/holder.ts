@@ -23,17 +23,18 @@ export async function commitStep(core: PgCore, fence: Fence, name: string, resul
 export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Promise<SettleResult[]> {
   if (items.length === 0) return [];
   return core.read(async (c) => {
-    const rows = await core.run<{ id: number; epoch: number }>(
+    const rows = await core.run<{ id: number; epoch: number; mark: number }>(
       c,
       `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[], :marks::int[])
                     WITH ORDINALITY AS v(id, token, name, result, mark, ord)),
        f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token, mark FROM v) d
              WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = d.mark
-             RETURNING t.id, t.epoch, t.attempts),
+             RETURNING t.id, t.epoch, t.attempts, t.abort_requested AS mark),
        ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
-               SELECT v.id, v.name, v.result, f.attempts, :now FROM v JOIN f ON f.id = v.id AND f.epoch = v.token
+               SELECT v.id, v.name, v.result, f.attempts, :now FROM v
+               JOIN f ON f.id = v.id AND f.epoch = v.token AND f.mark = v.mark
                ORDER BY v.ord ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
-       SELECT id, epoch FROM f`,
+       SELECT id, epoch, mark FROM f`,
       {
         ids: items.map((w) => w.fence.taskId),
         tokens: items.map((w) => w.fence.token),
@@ -42,10 +43,12 @@ export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Pr
         marks: items.map((w) => markOf(w.fence)),
       },
     );
-    const held = new Set(rows.map((r) => `${r.id}:${r.epoch}`));
+    // A fence is the id, the token and the mode (spec §12.5): a run-mode write of a marked task is
+    // refused even beside an abort-mode write of the same claim.
+    const held = new Set(rows.map((r) => `${r.id}:${r.epoch}:${r.mark}`));
     const out: SettleResult[] = [];
     for (const w of items) {
-      if (held.has(`${w.fence.taskId}:${w.fence.token}`)) {
+      if (held.has(`${w.fence.taskId}:${w.fence.token}:${markOf(w.fence)}`)) {
         out.push("ok");
         continue;
       }

@@ -298,8 +298,8 @@ export function registerSettleTests(it: Define): void {
     expect,
   }) => {
     // 40 tasks, two steps each, named against the alphabet ("b" taken before "a", so that the stored
-    // order can only be the order given), with stale fences and a marked task spread over the batch:
-    // 92 items, more than two chunks of 32.
+    // order can only be the order given), with stale fences and a marked task spread over the batch,
+    // and the marked task's abort-mode write in a later chunk: 93 items, more than two chunks of 32.
     const tasks = await ids(
       store,
       Array.from({ length: 40 }, () => newTask({ maxMs: 60_000 })),
@@ -323,6 +323,11 @@ export function registerSettleTests(it: Define): void {
         items.push({ fence: fence(id), name, result: String(result) });
         want.push(id === marked ? "abort_marked" : "ok");
       }
+      // The marked task's abort handler writes with the mark (spec §12.5): its step is kept.
+      if (id === marked) {
+        items.push({ fence: { ...fence(id), mode: "abort" }, name: "undo", result: "7" });
+        want.push("ok");
+      }
     });
     // A repeat of the first item: already stored by this batch, so it changes nothing and is "ok".
     items.push({ ...items[0]!, result: '"again"' });
@@ -333,7 +338,7 @@ export function registerSettleTests(it: Define): void {
       const steps = (await store.steps(id)).map((st) => [st.name, st.result]);
       expect(steps).toEqual(
         id === marked
-          ? []
+          ? [["undo", 7]]
           : [
               ["b", i],
               ["a", 100 + i],
