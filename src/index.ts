@@ -27,6 +27,7 @@ export type { MissedPolicy, ScheduleRow } from "./store/schedules.js";
 export type {
   AbortResult,
   JobStatus,
+  QueueDepth,
   QueueStats,
   StepRecord,
   Store,

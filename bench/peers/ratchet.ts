@@ -113,14 +113,16 @@ function ratchetBase(kind: Kind, t: Targets) {
       await admin.end().catch(() => {});
     }
   };
+  // Jobs not completed: the live ones from the depth counters (spec §9.5, a read of one row per queue
+  // where stats() counts the whole table: the driver polls this every 5 ms at the end of a drain),
+  // and once none is live, the ended ones whose outcome is not completed (one stats() call).
   const live = async () => {
-    let total = 0;
-    let done = 0;
-    for (const q of await r!.stats()) {
-      for (const v of Object.values(q.byStatus)) total += v ?? 0;
-      done += q.byOutcome.completed ?? 0;
-    }
-    return total - done;
+    let n = 0;
+    for (const q of await r!.depths()) n += q.live;
+    if (n > 0) return n;
+    for (const q of await r!.stats())
+      for (const [outcome, k] of Object.entries(q.byOutcome)) if (outcome !== "completed") n += k ?? 0;
+    return n;
   };
   return {
     get r() {

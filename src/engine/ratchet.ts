@@ -24,6 +24,7 @@ import type {
   EndedTask,
   JobStatus,
   ListFilter,
+  QueueDepth,
   QueueStats,
   Settlement,
   SettleResult,
@@ -885,6 +886,17 @@ export class Ratchet {
   async stats(): Promise<QueueStats[]> {
     this.#live();
     return this.store.stats();
+  }
+
+  /**
+   * Each queue's live tasks (every status but terminal), by queue name, from the counters admission
+   * keeps (spec §2.7, §9.5): it reads one row per queue, never the tasks, so a frequent poll (a
+   * drain's "is anything left?", a depth gauge) costs the same on a table of millions of ended tasks.
+   * Writes nothing.
+   */
+  async depths(): Promise<QueueDepth[]> {
+    this.#live();
+    return this.store.depths();
   }
 
   /**

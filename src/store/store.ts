@@ -332,6 +332,12 @@ export interface QueueStats {
   byOutcome: Partial<Record<Outcome, number>>;
 }
 
+/** A queue's live tasks: every status but terminal (spec §9.5). */
+export interface QueueDepth {
+  queue: string;
+  live: number;
+}
+
 /**
  * aborted / orphaned: ended by this call. marked: the mark is durable and the
  * task ends later (it runs, drains owned work, or runs its abort handler).
@@ -448,6 +454,11 @@ export interface Store {
   list(filter: ListFilter): Promise<TaskRecord[]>;
   jobStatus(job: string): Promise<JobStatus>;
   stats(): Promise<QueueStats[]>;
+  /**
+   * Each queue's live tasks, by queue name, from the counters admission keeps (spec §2.7, §9.5): a
+   * read of the counters, never of the tasks.
+   */
+  depths(): Promise<QueueDepth[]>;
   /** Earliest due timer or lease expiry (spec §9.3); null when none. */
   nextRunAt(): Promise<number | null>;
   /** Due, pending tasks whose names are in `names` (bounded count, for tick reports). */

@@ -158,9 +158,12 @@ forEachBackend((backend) => {
       const stats = (await r.stats())[0]!;
       expect(stats.byStatus.running).toBe(3);
       expect(stats.byStatus.pending).toBe(7);
+      expect(await r.depths()).toEqual([{ queue: "default", live: 10 }]);
       gate.resolve();
       for (const id of ids) await r.waitFor(id, { timeoutMs: 10_000 });
       expect(peak).toBe(3);
+      // spec §9.5: settled tasks leave the count once their settlements commit.
+      await until(async () => (await r.depths())[0]!.live === 0, "no live task in the depth count");
     });
 
     it("§8.1 an enqueue in the same process wakes an idle worker at once (no poll timer has to fire)", async () => {

@@ -34,6 +34,7 @@ import type {
   ListFilter,
   NewChild,
   NewTask,
+  QueueDepth,
   QueueStats,
   Settlement,
   SettleResult,
@@ -56,6 +57,7 @@ import { subscribe } from "./listen.js";
 import { abort, prune, retry } from "./operations.js";
 import {
   countReady,
+  depths,
   events,
   get,
   jobStatus,
@@ -121,6 +123,7 @@ export class PostgresStore implements Store {
   list = (f: ListFilter): Promise<TaskRecord[]> => list(this.core, f);
   jobStatus = (job: string): Promise<JobStatus> => jobStatus(this.core, job);
   stats = (): Promise<QueueStats[]> => stats(this.core);
+  depths = (): Promise<QueueDepth[]> => depths(this.core);
   recentlyEnded = (limit: number): Promise<EndedTask[]> => recentlyEnded(this.core, limit);
   nextRunAt = (): Promise<number | null> => nextRunAt(this.core);
   countReady = (queues: readonly string[], names: readonly string[], cap: number): Promise<number> =>

@@ -16,6 +16,7 @@ import type {
   EndedTask,
   JobStatus,
   ListFilter,
+  QueueDepth,
   QueueStats,
   StepRecord,
   TaskEvent,
@@ -96,6 +97,19 @@ export async function stats(core: PgCore): Promise<QueueStats[]> {
         c,
         `SELECT queue, status, outcome, count(*)::bigint AS n FROM ${T} GROUP BY queue, status, outcome ORDER BY queue`,
       ),
+    ),
+  );
+}
+
+/**
+ * spec §9.5: the live counters admission keeps (spec §2.7), summed over their shards; byte order of
+ * the names, as SQLite sorts them. stats() counts the table instead.
+ */
+export async function depths(core: PgCore): Promise<QueueDepth[]> {
+  return core.read((c) =>
+    core.run<QueueDepth>(
+      c,
+      `SELECT queue, sum(live)::bigint AS live FROM {s}.ratchet_queue_counts GROUP BY queue ORDER BY queue COLLATE "C"`,
     ),
   );
 }

@@ -14,6 +14,7 @@ import type {
   EndedTask,
   JobStatus,
   ListFilter,
+  QueueDepth,
   QueueStats,
   StepRecord,
   TaskEvent,
@@ -76,6 +77,17 @@ export function stats(c: SqliteCore): QueueStats[] {
         )
         .all() as CountRow[],
     ),
+  );
+}
+
+/**
+ * spec §9.5: the live counters admission keeps (spec §2.7), one row per queue that ever had a task;
+ * a queue whose tasks all ended reads 0. stats() counts the table instead: on 20,000 ended tasks
+ * ~7 ms a call (bench/README.md), which a poll of the depth pays again each time.
+ */
+export function depths(c: SqliteCore): QueueDepth[] {
+  return c.read(
+    () => c.s("SELECT name AS queue, live FROM ratchet_queues ORDER BY name").all() as QueueDepth[],
   );
 }
 

@@ -38,6 +38,7 @@ import type {
   ListFilter,
   NewChild,
   NewTask,
+  QueueDepth,
   QueueStats,
   Settlement,
   SettleResult,
@@ -340,6 +341,10 @@ export class SqliteStore implements Store {
 
   async stats(): Promise<QueueStats[]> {
     return reads.stats(this.#c);
+  }
+
+  async depths(): Promise<QueueDepth[]> {
+    return reads.depths(this.#c);
   }
 
   /** spec §9.3: pending work is due now; otherwise the earliest timer or lease expiry. */

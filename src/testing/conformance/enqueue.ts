@@ -348,6 +348,14 @@ export function registerEnqueueTests(it: Define): void {
  */
 async function expectLive(env: Env, queues: string[]): Promise<void> {
   const { store, expect } = env;
+  // The counters read directly (spec §9.5): every queue's, against its tasks.
+  const tasks = await all(store);
+  const counted = new Map<string, number>();
+  for (const t of tasks)
+    counted.set(t.queue, (counted.get(t.queue) ?? 0) + (t.status === "terminal" ? 0 : 1));
+  const expected = [...counted].map(([queue, live]) => ({ queue, live }));
+  expected.sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : 0));
+  expect(await store.depths(), "depths() against the live tasks of each queue").toEqual(expected);
   for (const queue of queues) {
     const live = await liveIn(store, queue);
     const probe = newTask({ name: "probe", queue, delayMs: 3_600_000 });

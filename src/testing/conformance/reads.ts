@@ -135,6 +135,36 @@ export function registerReadTests(it: Define): void {
     ]);
   });
 
+  it("§9.5 depths reads each queue's live tasks, by queue name; a queue whose tasks ended reads 0", async ({
+    store,
+    expect,
+  }) => {
+    expect(await store.depths()).toEqual([]);
+    const [done, bad, run, side] = await ids(store, [
+      newTask({ name: "done" }),
+      newTask({ name: "bad" }),
+      newTask({ name: "run" }),
+      newTask({ queue: "side" }),
+      newTask({ delayMs: 60_000 }),
+      newTask(),
+      newTask({ queue: "Zeta" }),
+    ]);
+    expect(await store.depths()).toEqual([
+      { queue: "Zeta", live: 1 },
+      { queue: "default", live: 5 },
+      { queue: "side", live: 1 },
+    ]);
+    await completeId(store, done!);
+    await failId(store, bad!);
+    await claimId(store, run!);
+    await completeId(store, side!);
+    expect(await store.depths()).toEqual([
+      { queue: "Zeta", live: 1 },
+      { queue: "default", live: 3 },
+      { queue: "side", live: 0 },
+    ]);
+  });
+
   it("§9.3 nextRunAt: null when nothing is due, now when a task is pending, else the earliest timer or lease expiry", async ({
     clock,
     store,
