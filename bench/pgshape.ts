@@ -24,6 +24,11 @@
  * - `narrow`: a sketch of the hot columns (status, order, attempts, epoch, lease and times) in a
  *   table of their own with the ready, lease and ended indexes; the claim reads the input from the
  *   wide row by primary key, the completion writes only the hot row;
+ * - `bare enum`, `ratchet enum`: status and outcome as enum types instead of text, after the tasks
+ *   are enqueued (the enqueue functions insert text); each index, CHECK and trigger that names them
+ *   made again from its own definition: whether the text comparisons of status in every partial
+ *   index's predicate, the CHECKs and the trigger's WHEN are where the time goes (they were not:
+ *   bench/README.md);
  * - `floor-pg`: floor-pg's own table and statements (bench/floor-sql.ts).
  * Reported per task, medians of `--rounds`: from pg_stat_statements when the server loads it (the
  * execution time of the statements on the variant's schema: claims, the rest), else the client's
@@ -73,6 +78,8 @@ interface Variant {
   noLock?: boolean;
   /** Without the seat-release trigger (an AFTER UPDATE OF status row trigger with a WHEN). */
   noTrigger?: boolean;
+  /** status and outcome as enum types instead of text (indexes, CHECKs and the trigger rebuilt). */
+  enums?: boolean;
 }
 const ALL: Variant[] = [
   { name: "ratchet", kind: "own" },
@@ -94,6 +101,8 @@ const ALL: Variant[] = [
     noChecks: true,
     drop: RARE_INDEXES,
   },
+  { name: "bare enum", kind: "bare", enums: true },
+  { name: "ratchet enum", kind: "own", enums: true },
   { name: "floor-pg", kind: "floor" },
 ];
 const ONLY = args.only?.split(",");
@@ -130,6 +139,8 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
     }
     for (let i = 0; i < N; i += 1_000)
       await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
+    // After the rows are in: the enqueue functions insert text.
+    if (v.enums) await toEnums(admin, schema);
   } finally {
     await r.close();
   }
@@ -159,6 +170,46 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
     await admin.query(`VACUUM ANALYZE ${h}`);
   }
   await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+}
+
+/**
+ * status and outcome become enums: every index, CHECK and trigger that names them is dropped, the
+ * columns change type, and each is made again from its own definition (the `::text` casts of its
+ * literals removed, so they resolve to the enum).
+ */
+async function toEnums(admin: pg.Client, schema: string): Promise<void> {
+  const t = `"${schema}".ratchet_tasks`;
+  const q = async <R>(sql: string, values: unknown[] = []) => (await admin.query(sql, values)).rows as R[];
+  const ixs = await q<{ name: string; def: string }>(
+    `SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS def FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+     WHERE i.indrelid = $1::regclass AND pg_get_indexdef(i.indexrelid) ~ '(status|outcome)'`,
+    [t],
+  );
+  const cks = await q<{ name: string; def: string }>(
+    "SELECT conname AS name, pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'",
+    [t],
+  );
+  const tgs = await q<{ name: string; def: string }>(
+    "SELECT tgname AS name, pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal",
+    [t],
+  );
+  const bare = (d: string) => d.replaceAll("::text", "").replace(/= ANY \(ARRAY\[([^\]]*)\]\)/g, "IN ($1)");
+  for (const x of ixs) await admin.query(`DROP INDEX "${schema}"."${x.name}"`);
+  for (const x of cks) await admin.query(`ALTER TABLE ${t} DROP CONSTRAINT "${x.name}"`);
+  for (const x of tgs) await admin.query(`DROP TRIGGER "${x.name}" ON ${t}`);
+  await admin.query(
+    `CREATE TYPE "${schema}".task_status AS ENUM ('pending','running','waiting','completing','terminal')`,
+  );
+  await admin.query(
+    `CREATE TYPE "${schema}".task_outcome AS ENUM ('completed','failed','aborted','upstream_failed','orphaned','faulted')`,
+  );
+  await admin.query(
+    `ALTER TABLE ${t} ALTER COLUMN status TYPE "${schema}".task_status USING status::"${schema}".task_status,
+       ALTER COLUMN outcome TYPE "${schema}".task_outcome USING outcome::"${schema}".task_outcome`,
+  );
+  for (const x of ixs) await admin.query(bare(x.def));
+  for (const x of cks) await admin.query(`ALTER TABLE ${t} ADD CONSTRAINT "${x.name}" ${bare(x.def)}`);
+  for (const x of tgs) await admin.query(bare(x.def));
 }
 
 /**
