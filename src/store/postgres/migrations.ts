@@ -384,6 +384,65 @@ END $$;
 ALTER TABLE {s}.ratchet_tasks SET (fillfactor = 50);
 `,
   },
+  {
+    version: 9,
+    sql: `
+-- Single enqueues that arrived together (enqueue.ts, Singles), in one statement and one commit, each
+-- its own enqueue as enqueue_one does it (spec §2.3, §2.7): in order, deduped or admitted on its own; a
+-- full queue refuses that entry alone (task_id NULL, full_live the depth it found) and writes nothing
+-- for it. A queue's lock is held through the commit (admission counts what is committed), so single
+-- enqueues to one queue from many callers committed one after another: during a slow fsync every
+-- later one queued on the lock and then paid a commit of its own (W3 on a VM with disk stalls: the
+-- enqueue call's p99 118–879 ms against graphile-worker's 26–121, peers/w3trace.ts). Together they
+-- pay one. Locks in name order, as every enqueue takes them.
+CREATE FUNCTION {s}.enqueue_each(p_queue text[], p_name text[], p_version integer[], p_input text[],
+    p_priority integer[], p_max_ms bigint[], p_max_attempts integer[], p_delay bigint[], p_dedupe text[],
+    p_job text[], p_max_depth bigint[], p_shard integer, p_now bigint, p_channel text)
+  RETURNS TABLE (task_id bigint, deduped boolean, task_status text, full_live bigint) LANGUAGE plpgsql AS $$
+DECLARE
+  v_now bigint := {s}.now_ms(p_now);
+  v_status text;
+  v_id bigint;
+  v_found_status text;
+  v_live bigint;
+  v_notify boolean := false;
+  r record;
+BEGIN
+  FOR r IN SELECT DISTINCT x.q FROM unnest(p_queue) AS x(q) ORDER BY x.q LOOP
+    PERFORM pg_advisory_xact_lock(hashtext('ratchet-queue:{n}:' || r.q));
+  END LOOP;
+  FOR i IN 1 .. coalesce(array_length(p_queue, 1), 0) LOOP
+    IF p_dedupe[i] IS NOT NULL THEN
+      SELECT t.id, t.status INTO v_id, v_found_status FROM {s}.ratchet_tasks t
+        WHERE t.queue = p_queue[i] AND t.dedupe_key = p_dedupe[i] AND (t.status <> 'terminal' OR t.outcome = 'completed');
+      IF FOUND THEN
+        RETURN QUERY SELECT v_id, true, v_found_status, NULL::bigint;
+        CONTINUE;
+      END IF;
+    END IF;
+    SELECT coalesce(sum(c.live), 0) INTO v_live FROM {s}.ratchet_queue_counts c WHERE c.queue = p_queue[i];
+    IF v_live + 1 > p_max_depth[i] THEN
+      RETURN QUERY SELECT NULL::bigint, false, NULL::text, v_live;
+      CONTINUE;
+    END IF;
+    v_status := CASE WHEN p_delay[i] > 0 THEN 'waiting' ELSE 'pending' END;
+    INSERT INTO {s}.ratchet_tasks (queue, name, version, input, status, priority, order_key, max_ms, max_attempts,
+        run_after, wake_at, dedupe_key, job, created_at, updated_at)
+      VALUES (p_queue[i], p_name[i], p_version[i], p_input[i], v_status, p_priority[i],
+        v_now - p_priority[i]::bigint * 360000, p_max_ms[i], p_max_attempts[i], v_now + p_delay[i],
+        CASE WHEN p_delay[i] > 0 THEN v_now + p_delay[i] END, p_dedupe[i], p_job[i], v_now, v_now)
+      RETURNING id INTO v_id;
+    INSERT INTO {s}.ratchet_queue_counts (queue, shard, live) VALUES (p_queue[i], p_shard, 1)
+      ON CONFLICT (queue, shard) DO UPDATE SET live = {s}.ratchet_queue_counts.live + 1;
+    v_notify := v_notify OR v_status = 'pending';
+    RETURN QUERY SELECT v_id, false, v_status, NULL::bigint;
+  END LOOP;
+  IF v_notify THEN
+    PERFORM pg_notify(p_channel, '');
+  END IF;
+END $$;
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

@@ -305,6 +305,42 @@ export function registerEnqueueTests(it: Define): void {
     await refusedUnchanged(env, () => store.enqueue([newTask()], depth), "RATCHET_QUEUE_FULL");
   });
 
+  it("§2.3 §2.7 single enqueues made at once are each their own: ids in call order, refused alone past maxDepth, one task per dedupe key", async (env) => {
+    const { store, expect } = env;
+    // A store may send single enqueues that overlap together (PostgreSQL does): each must still be
+    // admitted, deduped and refused on its own, in the order they were called.
+    const depth = { maxDepth: (q: string) => (q === "a" ? 25 : 1_000) };
+    const calls = Array.from({ length: 60 }, (_, i) =>
+      store.enqueue([newTask(i % 3 === 2 ? { queue: "b", dedupe: "k" } : { queue: "a" })], depth).then(
+        ([e]) => ({ ok: true as const, e: e! }),
+        (err: unknown) => ({ ok: false as const, err }),
+      ),
+    );
+    const results = await Promise.all(calls);
+    const inA = results.filter((_, i) => i % 3 !== 2);
+    inA.forEach((r, j) => {
+      expect(r.ok, `single enqueue ${j + 1} of those to "a" (maxDepth 25)`).toBe(j < 25);
+      if (!r.ok) {
+        expect(r.err).toBeInstanceOf(QueueFullError);
+        expect(r.err).toMatchObject({ code: "RATCHET_QUEUE_FULL", queue: "a", depth: 25, maxDepth: 25 });
+      }
+    });
+    const admitted = inA.flatMap((r) => (r.ok ? [r.e.id] : []));
+    expect(admitted).toEqual([...admitted].sort((x, y) => x - y));
+    const inB = results.filter((_, i) => i % 3 === 2).map((r) => (r.ok ? r.e : null));
+    expect(inB.every((e) => e !== null && e.id === inB[0]!.id)).toBe(true);
+    expect(inB.map((e) => e!.deduped)).toEqual(inB.map((_, j) => j > 0));
+    const stored = await all(store);
+    expect(
+      stored
+        .filter((t) => t.queue === "a")
+        .map((t) => t.id)
+        .sort((x, y) => x - y),
+    ).toEqual(admitted);
+    expect(stored.filter((t) => t.queue === "b")).toHaveLength(1);
+    await expectLive(env, ["a", "b"]);
+  });
+
   it("§2.7 the live count follows retry backoff, failure, cascade, abort, release, retry() and completion", async (env) => {
     const { clock, store } = env;
     const [f] = await ids(store, [
