@@ -1,5 +1,4 @@
 /** Enqueue (spec §2): one SQL function call per entry without needs; the general path for entries with needs. */
-import type pg from "pg";
 import { fromJson, type StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
 import { AGING_STEP_MS } from "../../core/priority.js";
@@ -103,17 +102,9 @@ export async function enqueue(
         ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL AND (status <> 'terminal' OR outcome = 'completed') DO NOTHING
         RETURNING id, status`,
         {
-          queue: t.queue,
-          name: t.name,
-          version: t.version,
-          input: t.input,
-          priority: t.priority,
-          max_ms: t.maxMs,
-          max_attempts: t.maxAttempts,
-          delay: Math.max(0, Math.round(t.delayMs)),
+          ...entryValues(t),
           pending,
           dedupe: t.dedupe,
-          job: t.job,
           upstream,
           outcome: upstream !== null ? "upstream_failed" : null,
           error: upstream !== null ? upstreamError(upstream) : null,
@@ -178,6 +169,21 @@ async function admit(
 /** The root to name for a need that ended other than completed: an upstream_failed one carries its own (spec §6.1). */
 function rootOf(dep: { outcome: Outcome | null; error: string | null }, id: number): number {
   return dep.outcome === "upstream_failed" ? (fromJson<StoredError | null>(dep.error)?.upstream ?? id) : id;
+}
+
+/** One entry's columns, bound to the statements that insert one task. */
+function entryValues(t: NewTask) {
+  return {
+    queue: t.queue,
+    name: t.name,
+    version: t.version,
+    input: t.input,
+    priority: t.priority,
+    max_ms: t.maxMs,
+    max_attempts: t.maxAttempts,
+    delay: Math.max(0, Math.round(t.delayMs)),
+    job: t.job,
+  };
 }
 
 /** The batch's columns as arrays, bound to the set-based statements (unnest). */
@@ -338,27 +344,14 @@ async function enqueueLinked(
   });
 }
 
-/**
- * Entries without needs go through the enqueue_one function: one round trip
- * each. A single entry runs as its own statement (an implicit transaction);
- * a batch runs them in one transaction, so a full queue rolls back all.
- */
 /** One simple entry through enqueue_one (spec §2.3, §2.7): a full queue throws QueueFullError. */
-async function enqueueOne(core: PgCore, c: Client | pg.Pool, t: NewTask, max: number): Promise<Enqueued> {
+async function enqueueOne(core: PgCore, c: Client, t: NewTask, max: number): Promise<Enqueued> {
   const c2 =
     core.c(`SELECT task_id, deduped, task_status FROM {s}.enqueue_one(:queue, :name, :version, :input, :priority,
     :max_ms, :max_attempts, :delay, :dedupe, :job, :max_depth, :shard, :now_override, :channel)`);
   const values = bind(c2, {
-    queue: t.queue,
-    name: t.name,
-    version: t.version,
-    input: t.input,
-    priority: t.priority,
-    max_ms: t.maxMs,
-    max_attempts: t.maxAttempts,
-    delay: Math.max(0, Math.round(t.delayMs)),
+    ...entryValues(t),
     dedupe: t.dedupe,
-    job: t.job,
     max_depth: max,
     shard: core.shard,
     now_override: core.clock ? core.clock.now() : null,
@@ -409,10 +402,12 @@ class Singles {
       const group = this.#waiting.splice(0, SINGLES_BATCH);
       if (group.length === 1) {
         const g = group[0]!;
-        await enqueueOne(this.core, this.core.pool, g.t, g.max).then(
-          (r) => g.done(undefined, r),
-          (err) => g.done(asStoreError(err)),
-        );
+        await this.core
+          .autocommit((c) => enqueueOne(this.core, c, g.t, g.max))
+          .then(
+            (r) => g.done(undefined, r),
+            (err) => g.done(asStoreError(err)),
+          );
         continue;
       }
       let rows: {
@@ -451,7 +446,10 @@ class Singles {
       now_override: core.clock ? core.clock.now() : null,
       channel: core.channel,
     });
-    const res = await core.pool.query({ name: c2.name, text: c2.text, values, types: types as never });
+    // One statement in its own implicit transaction, with the store's retries of a deadlock (spec §13.7).
+    const res = await core.autocommit((c) =>
+      c.query({ name: c2.name, text: c2.text, values, types: types as never }),
+    );
     return res.rows as {
       task_id: number | null;
       deduped: boolean;
@@ -466,6 +464,11 @@ function asStoreError(err: unknown): unknown {
   return new StoreError(`PostgreSQL: ${(err as Error).message}`, { cause: err });
 }
 
+/**
+ * Entries without needs go through the SQL functions: a single entry through Singles (enqueue_one,
+ * or enqueue_each with the single enqueues that overlapped it); a batch through enqueue_batch in one
+ * transaction, so a full queue rolls back all of it.
+ */
 export async function enqueueSimple(
   core: PgCore,
   batch: readonly NewTask[],

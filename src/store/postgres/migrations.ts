@@ -394,7 +394,8 @@ ALTER TABLE {s}.ratchet_tasks SET (fillfactor = 50);
 -- enqueues to one queue from many callers committed one after another: during a slow fsync every
 -- later one queued on the lock and then paid a commit of its own (W3 on a VM with disk stalls: the
 -- enqueue call's p99 118–879 ms against graphile-worker's 26–121, peers/w3trace.ts). Together they
--- pay one. Locks in name order, as every enqueue takes them.
+-- pay one. Locks in the byte order of the names, as the general path takes them (its names sorted in
+-- JS), whatever the database's collation.
 CREATE FUNCTION {s}.enqueue_each(p_queue text[], p_name text[], p_version integer[], p_input text[],
     p_priority integer[], p_max_ms bigint[], p_max_attempts integer[], p_delay bigint[], p_dedupe text[],
     p_job text[], p_max_depth bigint[], p_shard integer, p_now bigint, p_channel text)
@@ -408,7 +409,7 @@ DECLARE
   v_notify boolean := false;
   r record;
 BEGIN
-  FOR r IN SELECT DISTINCT x.q FROM unnest(p_queue) AS x(q) ORDER BY x.q LOOP
+  FOR r IN SELECT DISTINCT x.q COLLATE "C" AS q FROM unnest(p_queue) AS x(q) ORDER BY 1 LOOP
     PERFORM pg_advisory_xact_lock(hashtext('ratchet-queue:{n}:' || r.q));
   END LOOP;
   FOR i IN 1 .. coalesce(array_length(p_queue, 1), 0) LOOP
