@@ -379,8 +379,9 @@ const SINGLES_BATCH = 500;
  * together, as one call of enqueue_each (migration 9), each still its own enqueue (spec §2.3, §2.7:
  * deduped or admitted on its own, in the order called; a full queue refuses that one alone). A
  * queue's lock is held through the commit, so single enqueues to one queue committed one after
- * another: with 16 callers, 1,515 enqueues/s against 1,817 with one, and during a slow fsync every
- * later one queued on the lock and then paid a commit of its own (measurements in migration 9).
+ * another: 1,592 / 1,966 / 1,844 enqueues/s for 1 / 4 / 16 callers, and during a slow fsync every
+ * later one queued on the lock and then paid a commit of its own (migration 9). Grouped: 1,488 /
+ * 2,225 / 4,418 (`node dist/bench/enqueues.js --callers 1,4,16 --rounds 3 --base …`, bench/README.md).
  * A failure of the statement itself (a lost connection) fails every enqueue it carried.
  */
 class Singles {
@@ -396,6 +397,7 @@ class Singles {
     });
   }
 
+  /** Sends what waits until nothing does; never rejects (every failure goes to its enqueues). */
   async #run(): Promise<void> {
     this.#busy = true;
     while (this.#waiting.length > 0) {
@@ -418,6 +420,8 @@ class Singles {
       }[];
       try {
         rows = await this.#each(group);
+        if (rows.length !== group.length)
+          throw new StoreError(`enqueue_each answered ${rows.length} rows for ${group.length} entries`);
       } catch (err) {
         for (const g of group) g.done(asStoreError(err));
         continue;
