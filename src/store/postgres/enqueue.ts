@@ -6,7 +6,6 @@ import {
   InvalidStateError,
   NotFoundError,
   QueueFullError,
-  RatchetError,
   StoreError,
   ValidationError,
 } from "../../errors.js";
@@ -368,6 +367,38 @@ async function enqueueOne(core: PgCore, c: Client, t: NewTask, max: number): Pro
   }
 }
 
+/**
+ * A call of one of the array functions (enqueue_batch, enqueue_each: their parameters are the same)
+ * over `batch`, `maxDepths` the limit of each entry's queue.
+ */
+function arrayCall(
+  core: PgCore,
+  fn: "enqueue_batch" | "enqueue_each",
+  batch: readonly NewTask[],
+  maxDepths: readonly number[],
+) {
+  const c2 = core.c(`SELECT * FROM {s}.${fn}(:queue::text[], :name::text[], :version::int[], :input::text[],
+    :priority::int[], :max_ms::bigint[], :max_attempts::int[], :delay::bigint[], :dedupe::text[], :job::text[],
+    :max_depth::bigint[], :shard, :now_override, :channel)`);
+  const values = bind(c2, {
+    ...columns(batch),
+    dedupe: batch.map((t) => t.dedupe),
+    max_depth: maxDepths,
+    shard: core.shard,
+    now_override: core.clock ? core.clock.now() : null,
+    channel: core.channel,
+  });
+  return { name: c2.name, text: c2.text, values, types: types as never };
+}
+
+/** A row of enqueue_each: a task, or (task_id NULL) a full queue and the depth found. */
+interface EachRow {
+  task_id: number | null;
+  deduped: boolean;
+  task_status: TaskRecord["status"];
+  full_live: number | null;
+}
+
 /** Each store's single enqueues in flight (see Singles). */
 const SINGLES = new WeakMap<PgCore, Singles>();
 /** Single enqueues that go out together, at most this many per statement. */
@@ -408,22 +439,24 @@ class Singles {
           .autocommit((c) => enqueueOne(this.core, c, g.t, g.max))
           .then(
             (r) => g.done(undefined, r),
-            (err) => g.done(asStoreError(err)),
+            (err) => g.done(err),
           );
         continue;
       }
-      let rows: {
-        task_id: number | null;
-        deduped: boolean;
-        task_status: TaskRecord["status"];
-        full_live: number | null;
-      }[];
+      let rows: EachRow[];
       try {
-        rows = await this.#each(group);
+        // One statement in its own implicit transaction, with the store's retries (spec §13.7).
+        const call = arrayCall(
+          this.core,
+          "enqueue_each",
+          group.map((g) => g.t),
+          group.map((g) => g.max),
+        );
+        rows = (await this.core.autocommit((c) => c.query(call))).rows as EachRow[];
         if (rows.length !== group.length)
           throw new StoreError(`enqueue_each answered ${rows.length} rows for ${group.length} entries`);
       } catch (err) {
-        for (const g of group) g.done(asStoreError(err));
+        for (const g of group) g.done(err);
         continue;
       }
       group.forEach((g, i) => {
@@ -434,38 +467,6 @@ class Singles {
     }
     this.#busy = false;
   }
-
-  async #each(group: readonly { t: NewTask; max: number }[]) {
-    const core = this.core;
-    if (core.closed) throw new StoreError("the store is closed");
-    const batch = group.map((g) => g.t);
-    const c2 = core.c(`SELECT task_id, deduped, task_status, full_live FROM {s}.enqueue_each(:queue::text[],
-      :name::text[], :version::int[], :input::text[], :priority::int[], :max_ms::bigint[], :max_attempts::int[],
-      :delay::bigint[], :dedupe::text[], :job::text[], :max_depth::bigint[], :shard, :now_override, :channel)`);
-    const values = bind(c2, {
-      ...columns(batch),
-      dedupe: batch.map((t) => t.dedupe),
-      max_depth: group.map((g) => g.max),
-      shard: core.shard,
-      now_override: core.clock ? core.clock.now() : null,
-      channel: core.channel,
-    });
-    // One statement in its own implicit transaction, with the store's retries of a deadlock (spec §13.7).
-    const res = await core.autocommit((c) =>
-      c.query({ name: c2.name, text: c2.text, values, types: types as never }),
-    );
-    return res.rows as {
-      task_id: number | null;
-      deduped: boolean;
-      task_status: TaskRecord["status"];
-      full_live: number | null;
-    }[];
-  }
-}
-
-function asStoreError(err: unknown): unknown {
-  if (err instanceof RatchetError) return err;
-  return new StoreError(`PostgreSQL: ${(err as Error).message}`, { cause: err });
 }
 
 /**
@@ -479,7 +480,6 @@ export async function enqueueSimple(
   opts: EnqueueOptions,
 ): Promise<Enqueued[]> {
   if (batch.length === 1) {
-    if (core.closed) throw new StoreError("the store is closed");
     let singles = SINGLES.get(core);
     if (!singles) {
       singles = new Singles(core);
@@ -487,21 +487,15 @@ export async function enqueueSimple(
     }
     return [await singles.submit(batch[0]!, opts.maxDepth(batch[0]!.queue))];
   }
+  const call = arrayCall(
+    core,
+    "enqueue_batch",
+    batch,
+    batch.map((t) => opts.maxDepth(t.queue)),
+  );
   return core.tx(async (c) => {
-    const c2 =
-      core.c(`SELECT task_id, deduped, task_status FROM {s}.enqueue_batch(:queue::text[], :name::text[],
-      :version::int[], :input::text[], :priority::int[], :max_ms::bigint[], :max_attempts::int[], :delay::bigint[],
-      :dedupe::text[], :job::text[], :max_depth::bigint[], :shard, :now_override, :channel)`);
-    const values = bind(c2, {
-      ...columns(batch),
-      dedupe: batch.map((t) => t.dedupe),
-      max_depth: batch.map((t) => opts.maxDepth(t.queue)),
-      shard: core.shard,
-      now_override: core.clock ? core.clock.now() : null,
-      channel: core.channel,
-    });
     try {
-      const res = await c.query({ name: c2.name, text: c2.text, values, types: types as never });
+      const res = await c.query(call);
       return (res.rows as { task_id: number; deduped: boolean; task_status: TaskRecord["status"] }[]).map(
         (r) => ({
           id: r.task_id,
