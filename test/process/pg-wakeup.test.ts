@@ -80,6 +80,33 @@ describe("LISTEN/NOTIFY wakes an idle PostgreSQL worker process", () => {
     expect(w.stderr).toBe("");
   });
 
+  it("spec 8.1: single enqueues that overlap, sent as one statement, wake the worker too", async () => {
+    const w = await idleWorker();
+    const mark = w.messages.length;
+    // The first goes out alone and is delayed, so its enqueue sends no NOTIFY; the three that arrive
+    // while it is in flight go out together (one enqueue_each call): only that call's NOTIFY can wake
+    // the worker before its poll interval.
+    const [, ...ids] = await Promise.all([
+      r.enqueue(PG_TASK.announce, {}, { delayMs: 3_600_000 }),
+      r.enqueue(PG_TASK.announce, {}),
+      r.enqueue(PG_TASK.announce, {}),
+      r.enqueue(PG_TASK.announce, {}),
+    ]);
+    for (const id of ids)
+      await w.waitForIndex(`task-started of task ${id}`, (m) => m.type === "task-started" && m.id === id, {
+        from: mark,
+        timeoutMs: START_BOUND_MS,
+      });
+    const wake = w.messages.findIndex((m, i) => i >= mark && m.type === "wake");
+    const took = w.messages.findIndex(
+      (m, i) => i >= mark && m.type === "claim" && (m.ids as number[]).some((x) => ids.includes(x)),
+    );
+    expect(wake, "a LISTEN wake-up after the enqueues").toBeGreaterThanOrEqual(mark);
+    expect(took, "the first claim of the tasks came after the wake-up").toBeGreaterThan(wake);
+    expect(await w.stop()).toBe(0);
+    expect(w.stderr).toBe("");
+  });
+
   it("spec 8.1: after pg_terminate_backend of the LISTEN connection, the worker re-listens and NOTIFY wakes it again", async () => {
     const w = await idleWorker();
     const listeners = async () =>
