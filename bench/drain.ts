@@ -4,6 +4,7 @@
  *
  *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--prefetch 500] [--base /abs/other/dist]
  *   node dist/bench/drain.js --store pg --floor [--tasks 60000] [--pairs 3]
+ *   node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 [--base …]   # a fresh worker, as in W2
  *
  * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
  * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
@@ -16,6 +17,11 @@
  * execution time of the drain's statements per task (the extension's counters are reset before each
  * drain). With `--base`, runs alternate base, this build, base, …, `--pairs` times, and the medians
  * of each are printed.
+ *
+ * `--cold`: the tasks are enqueued by another process first (a run of this script with `--fill`), so
+ * the drain's process opens Ratchet and drains as a fresh worker does (the peers harness's W2), its
+ * JIT warming up on the drain itself; the clock then also covers `Ratchet.open`. The process CPU is
+ * given split into its main thread and its other threads (V8's optimizing compiler and GC helpers).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -26,7 +32,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
-import { median, postgresCpuMs } from "./stats.js";
+import { median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -41,6 +47,10 @@ const { values: args } = parseArgs({
     },
     child: { type: "string" },
     floor: { type: "boolean", default: false },
+    cold: { type: "boolean", default: false },
+    /** With --child: the file or schema to use (--cold), and whether this run only fills it. */
+    target: { type: "string" },
+    fill: { type: "boolean", default: false },
   },
 });
 const N = Number(args.tasks);
@@ -51,6 +61,7 @@ if (!Number.isInteger(N) || N < 1_000 || N > 2_000_000 || N % 1_000 !== 0)
 if (!Number.isInteger(PAIRS) || PAIRS < 1 || PAIRS > 50) throw new Error("--pairs must be in [1, 50]");
 if (args.floor && args.store !== "pg") throw new Error("--floor runs on PostgreSQL only (--store pg)");
 if (args.floor && args.base) throw new Error("--floor and --base do not go together");
+if (args.floor && args.cold) throw new Error("--floor and --cold do not go together");
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** This build's dist/ (this file runs as dist/bench/drain.js). */
@@ -59,6 +70,9 @@ const OWN = resolve(HERE, "..");
 interface Sample {
   /** Tasks per second until every task has settled (as W2 in the peers harness). */
   rate: number;
+  /** The process's CPU per task on its main thread and on its other threads (threadCpuMs). */
+  mainCpuUs: number;
+  otherCpuUs: number;
   /** Tasks per second until the last handler ran (settlements may still be in flight). */
   handlersRate: number;
   cpuUs: number;
@@ -86,11 +100,13 @@ async function measure(
       )
     : false;
   const pg0 = admin ? postgresCpuMs() : 0;
+  const th0 = threadCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   const handled = await drain();
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
+  const th = threadCpuMs();
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
   const walBytes = admin ? (await wal()) - wal0 : null;
   const stmtMs = stmts
@@ -107,39 +123,55 @@ async function measure(
     rate: (N / ms) * 1_000,
     handlersRate: (N / (handled - t0)) * 1_000,
     cpuUs: (c.user + c.system) / N,
+    mainCpuUs: ((th.main - th0.main) * 1_000) / N,
+    otherCpuUs: ((th.other - th0.other) * 1_000) / N,
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
     stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
   };
 }
 
-async function child(dist: string): Promise<Sample> {
+/**
+ * One run in this process: fill (enqueue N untimed) and drain the store. With `target` (--cold),
+ * only one of the two: `fill` enqueues into the target and returns nothing; otherwise the target is
+ * already filled and the clock covers opening Ratchet too, as a fresh worker's start.
+ */
+async function child(dist: string, target?: string, fill = false): Promise<Sample | undefined> {
   const { defineTask, Ratchet, silentLogger }: typeof import("../src/index.js") = await import(
     pathToFileURL(join(dist, "src/index.js")).href
   );
   const { task: noop, finished } = countingNoop(defineTask, N);
   const common = { tasks: [noop], logger: silentLogger, pollIntervalMs: 20, maxDepth: 2_000_000 };
-  const schema = `drain_${process.pid}`;
-  const dir = mkdtempSync(join(tmpdir(), "ratchet-drain-"));
+  const schema = target && args.store === "pg" ? target : `drain_${process.pid}`;
+  const dir = target ? "" : mkdtempSync(join(tmpdir(), "ratchet-drain-"));
+  const file = target && args.store === "sqlite" ? target : join(dir, "drain.db");
   const admin = args.store === "pg" ? new pg.Client(args["pg-url"]) : undefined;
+  const open = () =>
+    args.store === "pg"
+      ? Ratchet.open({ store: args["pg-url"], postgres: { schema, poolMax: 10 }, ...common })
+      : Ratchet.open({ store: `sqlite:${file}`, ...common });
   try {
-    const r =
-      args.store === "pg"
-        ? await Ratchet.open({ store: args["pg-url"], postgres: { schema, poolMax: 10 }, ...common })
-        : await Ratchet.open({ store: `sqlite:${join(dir, "drain.db")}`, ...common });
-    for (let i = 0; i < N; i += 1_000)
-      await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
+    let r = target && !fill ? undefined : await open();
+    if (r) {
+      for (let i = 0; i < N; i += 1_000)
+        await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
+    }
     if (admin) {
       await admin.connect();
-      await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+      if (r) await admin.query(`VACUUM ANALYZE "${schema}".ratchet_tasks`);
+    }
+    if (fill) {
+      await r!.close();
+      return undefined;
     }
     const live = async () => {
       let n = 0;
-      for (const q of await r.stats())
+      for (const q of await r!.stats())
         for (const [status, k] of Object.entries(q.byStatus)) if (status !== "terminal") n += k ?? 0;
       return n;
     };
     const sample = await measure(admin, schema, async () => {
+      r ??= await open();
       await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
       await finished;
       const handled = performance.now();
@@ -147,14 +179,14 @@ async function child(dist: string): Promise<Sample> {
       while ((await live()) > 0) await new Promise((res) => setTimeout(res, 2));
       return handled;
     });
-    await r.close();
+    await r!.close();
     return sample;
   } finally {
     if (admin) {
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      if (!target) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
       await admin.end().catch(() => {});
     }
-    rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   }
 }
 
@@ -204,8 +236,9 @@ async function floorChild(): Promise<Sample> {
 }
 
 if (args.child) {
-  const sample = args.child === "floor" ? await floorChild() : await child(args.child);
-  process.stdout.write(`${JSON.stringify(sample)}\n`);
+  const sample =
+    args.child === "floor" ? await floorChild() : await child(args.child, args.target, args.fill);
+  if (sample) process.stdout.write(`${JSON.stringify(sample)}\n`);
   process.exit(0);
 }
 
@@ -231,22 +264,45 @@ for (let i = 0; i < PAIRS; i++) {
       "--pg-url",
       args["pg-url"]!,
     ];
-    const res = spawnSync(process.execPath, [fileURLToPath(import.meta.url), ...forwarded, "--child", dist], {
-      encoding: "utf8",
-    });
-    if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);
-    const s = JSON.parse(res.stdout.trim().split("\n").pop()!) as Sample;
+    const run = (extra: string[]) => {
+      const res = spawnSync(
+        process.execPath,
+        [fileURLToPath(import.meta.url), ...forwarded, "--child", dist, ...extra],
+        { encoding: "utf8" },
+      );
+      if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);
+      return res.stdout;
+    };
+    let out: string;
+    if (args.cold) {
+      // Filled by one process of this build, drained by another.
+      const dir = mkdtempSync(join(tmpdir(), "ratchet-drain-cold-"));
+      const target = args.store === "pg" ? `drain_cold_${process.pid}_${i}` : join(dir, "drain.db");
+      try {
+        run(["--target", target, "--fill"]);
+        out = run(["--target", target]);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+        if (args.store === "pg") {
+          const admin = new pg.Client(args["pg-url"]);
+          await admin.connect();
+          await admin.query(`DROP SCHEMA IF EXISTS "${target}" CASCADE`).catch(() => {});
+          await admin.end();
+        }
+      }
+    } else out = run([]);
+    const s = JSON.parse(out.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task, postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
     );
   }
 }
 console.log(
-  `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}; medians of ${PAIRS} run(s)\n`,
+  `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}${args.cold ? ", cold (a fresh worker process: open and drain)" : ""}; medians of ${PAIRS} run(s)\n`,
 );
 console.log(
-  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 );
 for (const [name, dist] of builds) {
   const s = samples[name]!;
@@ -254,6 +310,6 @@ for (const [name, dist] of builds) {
   const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
   const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
   );
 }

@@ -15,8 +15,21 @@ export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
  * refusal is a ValidationError with a code (spec §15.7), even when reading the
  * value throws (a Proxy trap): no caller's exception escapes raw.
  */
-export function toStorableJson(value: unknown, what: string, maxBytes = DEFAULT_MAX_PAYLOAD_BYTES): string {
-  if (value === undefined) return "null";
+export function toStorableJson(
+  value: unknown,
+  what: string | (() => string),
+  maxBytes = DEFAULT_MAX_PAYLOAD_BYTES,
+): string {
+  // A task's result is most often null or a primitive: no walk, no Set, and (below) no name for
+  // the value unless something is wrong with it. Task results name themselves lazily (`what` as a
+  // function): a template string per settled task otherwise.
+  if (value === undefined || value === null) return "null";
+  if (typeof value === "boolean") return value ? "true" : "false";
+  if (typeof value === "string" && value.length * 6 + 2 <= maxBytes) return JSON.stringify(value);
+  return storableJsonOf(value, typeof what === "string" ? what : what(), maxBytes);
+}
+
+function storableJsonOf(value: unknown, what: string, maxBytes: number): string {
   let text: string;
   try {
     check(value, what, 0, new Set());

@@ -114,6 +114,16 @@ export type EventOutcome<T> = { kind: "signal"; payload: T } | { kind: "timeout"
 export const DEFAULT_EVENT_TIMEOUT_MS = 7 * 24 * 3600_000;
 export const MAX_EVENT_TIMEOUT_MS = 366 * 24 * 3600_000;
 
+/** What the worker hears about a run it started (executor.ts). */
+export interface RunHooks {
+  /** The worker slot is free again: the code returned (or threw), or the task suspended or parked. Once. */
+  slotFree(inv: Invocation): void;
+  /** What happened, once the settlement is committed (or could not be). Once. */
+  settled(inv: Invocation, r: RunReport): void;
+}
+
+export type RunReport = "done" | "failed" | "retried" | "aborted" | "suspended" | "lost" | "released";
+
 export type EndReason =
   | { kind: "returned"; value: unknown }
   | { kind: "threw"; error: unknown }
@@ -160,12 +170,15 @@ export interface InvocationDeps {
   deadlines: Deadlines;
 }
 
+/**
+ * One run of a claimed task: its `ctx`, and the executor's state of the run.
+ * What the claimed row already holds (name, queue, job, attempt, owner, scope) is read from it, not
+ * copied: a worker keeps up to its settle backlog of finished invocations alive (spec §8.9), and
+ * every field is copied by each scavenge they survive.
+ * Invariant: ends once (end()); after that every ctx write rejects (spec §3.7, §4.5).
+ */
 export class Invocation implements TaskContext {
   readonly taskId: number;
-  readonly name: string;
-  readonly queue: string;
-  readonly job: string | null;
-  readonly attempt: number;
   readonly fence: Fence;
   /** The phase checkpoint the invocation started from (set by the executor after migration). */
   checkpoint: unknown = null;
@@ -176,8 +189,6 @@ export class Invocation implements TaskContext {
   turn = 0;
   outcomes: ChildOutcome[] | null = null;
   readonly mode: "run" | "abort";
-  readonly ownerId: number | null;
-  readonly scope: string;
   /** Created on first read of `signal`: most tasks never look at it, and each costs an allocation. */
   #controller: AbortController | undefined;
   readonly #deps: InvocationDeps;
@@ -189,37 +200,75 @@ export class Invocation implements TaskContext {
   #used: Set<string> | undefined;
   #ended: EndReason | undefined;
   /** Called once, with the first end reason, synchronously from end(). */
-  readonly #onEnd: (r: EndReason) => void;
+  readonly #onEnd: (inv: Invocation, r: EndReason) => void;
+
+  // The executor's state of this run (executor.ts), kept here rather than in closures per task.
+  /** The claimed row this invocation runs. */
+  readonly task: ClaimedTask;
+  /** Who hears when the slot frees and when the settlement committed. */
+  readonly hooks: RunHooks;
+  /** The task's code has returned or thrown. */
+  codeDone = false;
+  /** hooks.slotFree was called. */
+  slotFreed = false;
+  /** What the settlement being committed will report once it is. */
+  report: RunReport = "done";
 
   readonly #def: TaskDefinition | undefined;
-  readonly #version: number;
-  /** The claim saw that the task never started: it has no stored steps to read. */
-  readonly #fresh: boolean;
 
   constructor(
     task: ClaimedTask,
     maxMs: number,
     deps: InvocationDeps,
     def: TaskDefinition | undefined,
-    onEnd: (r: EndReason) => void,
+    onEnd: (inv: Invocation, r: EndReason) => void,
+    hooks: RunHooks,
   ) {
+    this.task = task;
+    this.hooks = hooks;
     this.#def = def;
-    this.#version = task.version;
-    this.#fresh = task.fresh;
     this.taskId = task.id;
-    this.name = task.name;
-    this.queue = task.queue;
-    this.job = task.job;
-    this.attempt = task.attempts;
     this.mode = task.abortRequested ? "abort" : "run";
-    this.ownerId = task.ownerId;
-    this.scope = task.scope ?? String(task.id);
     this.fence = { taskId: task.id, token: task.epoch, mode: this.mode };
     this.#deps = deps;
     this.#maxMs = maxMs;
     this.#deadline = deps.clock.now() + maxMs;
     this.#onEnd = onEnd;
     this.#arm(maxMs);
+  }
+
+  get name(): string {
+    return this.task.name;
+  }
+
+  get queue(): string {
+    return this.task.queue;
+  }
+
+  get job(): string | null {
+    return this.task.job;
+  }
+
+  get attempt(): number {
+    return this.task.attempts;
+  }
+
+  get ownerId(): number | null {
+    return this.task.ownerId;
+  }
+
+  get scope(): string {
+    return this.task.scope ?? String(this.taskId);
+  }
+
+  /** The definition this invocation runs (the executor's). */
+  get definition(): TaskDefinition | undefined {
+    return this.#def;
+  }
+
+  /** The instance's services (the executor's). */
+  get deps(): InvocationDeps {
+    return this.#deps;
   }
 
   get signal(): AbortSignal {
@@ -240,7 +289,7 @@ export class Invocation implements TaskContext {
 
   #arm(ms: number): void {
     this.#timeout?.cancel();
-    this.#timeout = this.#deps.deadlines.arm(Math.min(ms, MAX_MS), () => this.end({ kind: "timeout" }));
+    this.#timeout = this.#deps.deadlines.arm(Math.min(ms, MAX_MS), timedOut, this);
   }
 
   /** Ends the invocation once; later calls are ignored. */
@@ -250,7 +299,7 @@ export class Invocation implements TaskContext {
     this.#timeout?.cancel();
     // The controller exists only if someone read ctx.signal; nobody else can be listening.
     this.#controller?.abort(END_REASONS[reason.kind]);
-    this.#onEnd(reason);
+    this.#onEnd(this, reason);
   }
 
   /** A fenced store call (retried on store errors); a refusal ends this invocation. */
@@ -312,7 +361,9 @@ export class Invocation implements TaskContext {
     // A fresh task has none (ClaimedTask.fresh): one read transaction less per task of a durable
     // workflow; 1,000 tasks of 10 steps on SQLite spent ~4 % of their time in those reads.
     if (!this.#steps)
-      this.#steps = this.#fresh ? new Map() : await retryStore(() => this.#deps.store.loadSteps(this.taskId));
+      this.#steps = this.task.fresh
+        ? new Map()
+        : await retryStore(() => this.#deps.store.loadSteps(this.taskId));
     return this.#steps;
   }
 
@@ -515,7 +566,7 @@ export class Invocation implements TaskContext {
   handoverDue(): boolean {
     const now = this.#deps.current(this.name);
     if (!now || !this.#def || now === this.#def || this.mode !== "run") return false;
-    const stored = Math.max(this.#version, this.#def.version);
+    const stored = Math.max(this.task.version, this.#def.version);
     return now.version === stored || (now.version > stored && now.migrate !== undefined);
   }
 
@@ -541,4 +592,11 @@ function isThenable(v: unknown): v is PromiseLike<unknown> {
     v !== null &&
     typeof (v as PromiseLike<unknown>).then === "function"
   );
+}
+
+const TIMEOUT: EndReason = { kind: "timeout" };
+
+/** spec §4.1: the invocation's deadline passed. */
+function timedOut(inv: Invocation): void {
+  inv.end(TIMEOUT);
 }

@@ -22,7 +22,9 @@ export class Deadline {
   constructor(
     readonly at: number,
     /** null once fired or cancelled. */
-    public fire: (() => void) | null,
+    public fire: ((ctx: unknown) => void) | null,
+    /** What `fire` is called with: one function serves every invocation, without a closure each. */
+    readonly ctx: unknown,
     readonly lane: Lane,
   ) {}
 
@@ -59,14 +61,14 @@ export class Deadlines {
     this.#now = now;
   }
 
-  /** Calls `fire` once, `ms` from now, unless the returned deadline is cancelled first. */
-  arm(ms: number, fire: () => void): Deadline {
+  /** Calls `fire(ctx)` once, `ms` from now, unless the returned deadline is cancelled first. */
+  arm<C>(ms: number, fire: (ctx: C) => void, ctx?: C): Deadline {
     let lane = this.#lanes.get(ms);
     if (!lane) {
       lane = { ms, entries: [], head: 0, live: 0, timer: undefined };
       this.#lanes.set(ms, lane);
     }
-    const d = new Deadline(this.#now() + ms, fire, lane);
+    const d = new Deadline(this.#now() + ms, fire as (ctx: unknown) => void, ctx, lane);
     lane.entries.push(d);
     lane.live++;
     if (!lane.timer) this.#schedule(lane);
@@ -105,7 +107,7 @@ export class Deadlines {
         if (fire === null) continue;
         d.fire = null;
         lane.live--;
-        fire();
+        fire(d.ctx);
       }
     } finally {
       // A callback that throws still leaves the rest of the lane with a timer (its error goes on

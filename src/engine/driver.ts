@@ -23,7 +23,7 @@
 import { CLAIM_STEP, type ClaimedTask, type ClaimLimits, type Store } from "../store/store.js";
 import type { Invocation } from "./context.js";
 import type { TaskDefinition } from "./definition.js";
-import { type ExecutorDeps, execute, type RunReport } from "./executor.js";
+import { type ExecutorDeps, execute, type RunHooks, type RunReport } from "./executor.js";
 import type { Wakeup } from "./wakeup.js";
 
 export interface DriverOptions {
@@ -142,9 +142,24 @@ export class Driver {
   /** spec §8.9: the settle backlog at which claims stop. */
   readonly #backlog: number;
 
+  /** What every run this driver starts reports to (one object for all, not two closures per task). */
+  readonly #hooks: RunHooks;
+
   constructor(o: DriverOptions) {
     this.#o = o;
     this.#backlog = o.settleBacklog ?? SETTLE_BACKLOG;
+    this.#hooks = {
+      slotFree: (inv) => {
+        this.#running.delete(inv.taskId);
+        // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
+        if (!this.#stopping) this.#startBuffered();
+        this.#o.wakeup.notify();
+      },
+      settled: (inv, r) => {
+        this.settledOne();
+        this.#o.onReport?.(r, inv.task);
+      },
+    };
   }
 
   get concurrency(): number {
@@ -187,7 +202,8 @@ export class Driver {
     return this.#unsettled;
   }
 
-  #settledOne(): void {
+  /** A settlement (or a release) of this driver committed, or failed. */
+  settledOne(): void {
     this.#unsettled--;
     if (this.#backedUp && this.#settling <= this.#backlog / 2) {
       this.#backedUp = false;
@@ -286,8 +302,10 @@ export class Driver {
   #release(task: ClaimedTask): void {
     this.#unsettled++;
     // Whatever the answer (a refused fence means the task is no longer ours anyway).
-    this.#o.deps.settler.send({ kind: "release", fence: { taskId: task.id, token: task.epoch } }, () =>
-      this.#settledOne(),
+    this.#o.deps.settler.send(
+      { kind: "release", fence: { taskId: task.id, token: task.epoch } },
+      releaseDone,
+      this,
     );
   }
 
@@ -299,19 +317,7 @@ export class Driver {
       return;
     }
     this.#unsettled++;
-    const inv = execute(task, def, this.#o.deps, {
-      slotFree: () => {
-        this.#running.delete(task.id);
-        // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
-        if (!this.#stopping) this.#startBuffered();
-        this.#o.wakeup.notify();
-      },
-      settled: (r) => {
-        this.#settledOne();
-        this.#o.onReport?.(r, task);
-      },
-    });
-    this.#running.set(task.id, inv);
+    this.#running.set(task.id, execute(task, def, this.#o.deps, this.#hooks));
   }
 
   /** Resolves when some slot frees or after ms. */
@@ -339,4 +345,9 @@ export class Driver {
   async allSettled(): Promise<void> {
     while (this.#unsettled > 0) await new Promise<void>((resolve) => this.#onSettled.push(resolve));
   }
+}
+
+/** A release's settle batch committed or failed: either way the task is no longer this driver's. */
+function releaseDone(d: Driver): void {
+  d.settledOne();
 }

@@ -221,6 +221,43 @@ describe("storable JSON (spec §4.6)", () => {
   });
 });
 
+describe("storable JSON of a primitive (spec §4.6, the fast path of task results)", () => {
+  it("§4.6 a string is refused exactly when its JSON is over the byte limit, escapes and multi-byte characters included", () => {
+    const chars = fc.constantFrom("a", "€", "😀", "\u0001", '"', "\\", "\n", "\ud800");
+    fc.assert(
+      fc.property(fc.array(chars, { maxLength: 60 }), fc.integer({ min: 2, max: 300 }), (parts, max) => {
+        const s = parts.join("");
+        const bytes = Buffer.byteLength(JSON.stringify(s), "utf8");
+        if (bytes > max)
+          expect(codeOf(() => toStorableJson(s, "value", max))).toBe("RATCHET_PAYLOAD_TOO_LARGE");
+        else expect(toStorableJson(s, "value", max)).toBe(JSON.stringify(s));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it("§4.6 null, booleans and undefined need no name; a refused value is named by the lazy `what`", () => {
+    let asked = 0;
+    const what = () => {
+      asked++;
+      return 'result of task "t"';
+    };
+    expect([null, true, false, undefined, "x", 7, { a: 1 }].map((v) => toStorableJson(v, what))).toEqual([
+      "null",
+      "true",
+      "false",
+      "null",
+      '"x"',
+      "7",
+      '{"a":1}',
+    ]);
+    const before = asked;
+    expect(messageOf(() => toStorableJson(Number.NaN, what))).toContain('result of task "t"');
+    expect(asked).toBe(before + 1);
+    expect(codeOf(() => toStorableJson("é".repeat(20), what, 30))).toBe("RATCHET_PAYLOAD_TOO_LARGE");
+  });
+});
+
 describe("stored errors (spec §4.7)", () => {
   it("§4.7 an error is stored as {name, message, stack, code}", () => {
     const e = Object.assign(new TypeError("bad"), { code: "E_BAD" });
