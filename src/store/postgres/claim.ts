@@ -33,7 +33,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   const large = req.limit > SMALL_CLAIM && core.busy.has(queue);
   const first = large ? req.limit : Math.min(req.limit, SMALL_CLAIM);
   const rows = await core.read((c) =>
-    core.run<LeanRow & { expired: boolean; gated: boolean; promoted: number }>(c, claimFast(first), {
+    core.run<LeanRow>(c, claimFast(first), {
       grace: req.leaseGraceMs,
       worker: req.workerId,
       queue,
@@ -43,13 +43,10 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       limit: first,
     }),
   );
-  const head = rows[0]!;
   // Nothing was claimed (the statement's update did not run): the full claim does it all.
-  if (head.expired || head.gated || head.promoted > 0) return fullClaim(core, req);
-  const got = rows.filter((r) => r.id !== null);
-  got.sort((a, b) => a.order_key - b.order_key || a.id - b.id);
-  // fresh: no holder before this claim (the small form: started_at was NULL under the row lock;
-  // the large one: this claim made the epoch 1), ClaimedTask.fresh.
+  if (rows[0]!.full) return fullClaim(core, req);
+  // In claim order (the statement's); a claim that found nothing is one row of NULLs.
+  const got = rows[0]!.id === null ? [] : rows;
   const out = got.map((r) => claimedLean(r, queue, req));
   // A full small claim goes on with the large form for the rest.
   const more = !large && got.length === first && req.limit > first;
@@ -59,23 +56,25 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   return out;
 }
 
-/** A row of a fast claim: LEAN_RETURNING (sql.ts) and the fresh flag. */
+/** A row of a fast claim: LEAN_RETURNING through FAST_SELECT (sql.ts); NULL where most tasks agree. */
 interface LeanRow {
+  full: true | null;
+  claim_now: number;
   id: number;
   name: string;
   version: number;
   input: string;
-  priority: number;
+  /** NULL: 0. */
+  priority: number | null;
   max_ms: number;
   attempts: number;
   epoch: number;
-  abort_requested: number;
-  started_at: number;
-  order_key: number;
+  /** abort_requested; NULL: 0. */
+  marked: number | null;
+  /** NULL: this claim's time (the task's first start). */
+  started_at: number | null;
   /** [job, owner_id, scope, checkpoint, seat, rate] as JSON when one of them is set. */
   rare: string | null;
-  claim_now: number;
-  fresh: boolean;
 }
 
 /** The ClaimedTask of a fast claim's row: what the row leaves out follows from the claim (spec §3.2). */
@@ -98,15 +97,15 @@ function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask 
     version: r.version,
     input: fromJson(r.input),
     status: "running",
-    priority: r.priority,
+    priority: r.priority ?? 0,
     maxMs: r.max_ms,
     attempts: r.attempts,
     epoch: r.epoch,
     leaseUntil: r.claim_now + r.max_ms + req.leaseGraceMs,
     lockedBy: req.workerId,
     job: rare ? rare[0] : null,
-    abortRequested: r.abort_requested === 1,
-    startedAt: r.started_at,
+    abortRequested: r.marked === 1,
+    startedAt: r.started_at ?? r.claim_now,
     claimedAt: r.claim_now,
     ownerId: rare ? rare[1] : null,
     scope: rare ? rare[2] : null,
@@ -114,7 +113,10 @@ function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask 
     seat: rare ? rare[4] : null,
     rate: rare?.[5] ? fromJson<RateCharge[]>(rare[5]) : null,
     reclaimed: false,
-    fresh: r.fresh,
+    // Only claims raise the epoch: 1 means no holder came before this one, so no steps are stored
+    // (a task a seat or rate limit parked after an earlier claim is not counted fresh, which costs
+    // it one read of its steps; those never take this path anyway, see claimFast).
+    fresh: r.epoch === 1,
   };
 }
 

@@ -95,16 +95,28 @@ RETURNING ${T_CLAIM_COLUMNS},
  * max_ms + grace; job, owner_id, scope, checkpoint, seat and rate are NULL on most tasks and come as
  * one JSON array (`rare`) only when one is set. node-postgres turns every field of every row into a
  * JS value: 500 rows shaped like the 26 columns this statement returned before took 4.25 µs of node
- * CPU per row, these 17 3.26 (`node dist/bench/pgrows.js`, 7 rounds, medians). In-process drains of
- * 60,000 at c16, nine alternating pairs: 16.3 against 17.2 µs of node CPU per task (medians); the
- * rate moved within its noise, as the server's CPU (~24 µs per task) bounds it.
+ * CPU per row, 17 of them 3.26 (`node dist/bench/pgrows.js`, 7 rounds, medians). In-process drains of
+ * 60,000 at c16, nine alternating pairs: 16.3 against 17.2 µs of node CPU per task (medians).
+ *
+ * A NULL field costs the client nothing (no string is cut from the packet, none is parsed), so the
+ * values most tasks share come back as NULL: the abort mark when it is 0 (`marked`), the start time
+ * when it is this claim's (a first claim), the priority when it is 0. Whether the task is fresh
+ * (ClaimedTask.fresh) is its epoch being 1 (see FRESH_BY_EPOCH); the claim order is the statement's
+ * ORDER BY, not a sort of the rows by a returned order key.
  */
-const LEAN_RETURNING = `t.id, t.name, t.version, t.input, t.priority, t.max_ms, t.attempts, t.epoch, t.abort_requested,
-  t.started_at, t.order_key,
+const LEAN_RETURNING = `t.id, t.name, t.version, t.input, NULLIF(t.priority, 0) AS priority, t.max_ms, t.attempts,
+  t.epoch, NULLIF(t.abort_requested, 0) AS marked, NULLIF(t.started_at, :now) AS started_at, t.order_key,
   CASE WHEN t.job IS NULL AND t.owner_id IS NULL AND t.scope IS NULL AND t.checkpoint IS NULL AND t.seat IS NULL
     AND t.rate IS NULL THEN NULL
-    ELSE json_build_array(t.job, t.owner_id, t.scope, t.checkpoint, t.seat, t.rate)::text END AS rare,
-  :now AS claim_now`;
+    ELSE json_build_array(t.job, t.owner_id, t.scope, t.checkpoint, t.seat, t.rate)::text END AS rare`;
+
+/**
+ * The rows of a fast claim (u) in claim order (spec §3.5), each with the claim's time, and `full`
+ * (true, else NULL) when the fast claim deferred to the full one (see claimFast).
+ */
+const FAST_SELECT = `SELECT NULLIF(f.expired OR f.gated OR f.promoted > 0, false) AS "full", :now AS claim_now,
+  u.id, u.name, u.version, u.input, u.priority, u.max_ms, u.attempts, u.epoch, u.marked, u.started_at, u.rare
+FROM f LEFT JOIN u ON true ORDER BY u.order_key, u.id`;
 
 /** What sends a fast claim on to the full one (see claimFast), as the CTE `f` over the candidates `c`. */
 const FAST_FINDINGS = `f AS MATERIALIZED (
@@ -124,7 +136,7 @@ const FAST_FINDINGS = `f AS MATERIALIZED (
  * promotes are not visible to this same statement, and one of them may come first in claim order,
  * spec §3.5). Its first row always carries those three findings; any of them sends the caller on
  * to the full claim. Claim of one task, 300 in a row: 1.05 ms against 2.3-2.5 ms for the full claim.
- * Rows carry LEAN_RETURNING (claim.ts claimedLean makes the ClaimedTask).
+ * Rows carry LEAN_RETURNING through FAST_SELECT (claim.ts claimedLean makes the ClaimedTask).
  */
 export function claimFast(limit: number): string {
   if (limit <= SMALL_CLAIM) return claimFastSmall(limit);
@@ -138,14 +150,14 @@ const claimFastSmall = bySize(
   (n) => `
 WITH ${PROMOTE_CTE},
 c AS MATERIALIZED (
-  SELECT id, seat, rate, started_at AS prev_started, claimed_at AS prev_claimed ${candidates(String(n))}),
+  SELECT id, seat, rate ${candidates(String(n))}),
 ${FAST_FINDINGS},
 u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   FROM c
   WHERE t.id = c.id AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${LEAN_RETURNING}, c.prev_started IS NULL AS fresh)
-SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`,
+  RETURNING ${LEAN_RETURNING})
+${FAST_SELECT}`,
 );
 
 /**
@@ -164,8 +176,8 @@ ${FAST_FINDINGS},
 u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${LEAN_RETURNING}, ${FRESH_BY_EPOCH})
-SELECT f.expired, f.gated, f.promoted, u.* FROM f LEFT JOIN u ON true`;
+  RETURNING ${LEAN_RETURNING})
+${FAST_SELECT}`;
 const CLAIM_FAST_LARGE = claimFastLarge(":limit");
 
 /**
