@@ -62,13 +62,16 @@ interface LeanRow {
   claim_now: number;
   id: number;
   name: string;
-  version: number;
+  /** NULL: 1. */
+  version: number | null;
   input: string;
   /** NULL: 0. */
   priority: number | null;
   max_ms: number;
-  attempts: number;
-  epoch: number;
+  /** NULL: 1. */
+  attempts: number | null;
+  /** NULL: 1. */
+  epoch: number | null;
   /** abort_requested; NULL: 0. */
   marked: number | null;
   /** NULL: this claim's time (the task's first start). */
@@ -94,13 +97,13 @@ function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask 
     id: r.id,
     queue,
     name: r.name,
-    version: r.version,
+    version: r.version ?? 1,
     input: fromJson(r.input),
     status: "running",
     priority: r.priority ?? 0,
     maxMs: r.max_ms,
-    attempts: r.attempts,
-    epoch: r.epoch,
+    attempts: r.attempts ?? 1,
+    epoch: r.epoch ?? 1,
     leaseUntil: r.claim_now + r.max_ms + req.leaseGraceMs,
     lockedBy: req.workerId,
     job: rare ? rare[0] : null,
@@ -116,7 +119,7 @@ function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask 
     // Only claims raise the epoch: 1 means no holder came before this one, so no steps are stored
     // (a task a seat or rate limit parked after an earlier claim is not counted fresh, which costs
     // it one read of its steps; those never take this path anyway, see claimFast).
-    fresh: r.epoch === 1,
+    fresh: r.epoch === null,
   };
 }
 

@@ -99,13 +99,15 @@ RETURNING ${T_CLAIM_COLUMNS},
  * 60,000 at c16, nine alternating pairs: 16.3 against 17.2 µs of node CPU per task (medians).
  *
  * A NULL field costs the client nothing (no string is cut from the packet, none is parsed), so the
- * values most tasks share come back as NULL: the abort mark when it is 0 (`marked`), the start time
- * when it is this claim's (a first claim), the priority when it is 0. Whether the task is fresh
+ * values most tasks share come back as NULL: version, attempts and epoch when they are 1 (a first
+ * claim), the abort mark and the priority when they are 0, the start time when it is this claim's
+ * (a first claim again). Whether the task is fresh
  * (ClaimedTask.fresh) is its epoch being 1 (see FRESH_BY_EPOCH); the claim order is the statement's
  * ORDER BY, not a sort of the rows by a returned order key.
  */
-const LEAN_RETURNING = `t.id, t.name, t.version, t.input, NULLIF(t.priority, 0) AS priority, t.max_ms, t.attempts,
-  t.epoch, NULLIF(t.abort_requested, 0) AS marked, NULLIF(t.started_at, :now) AS started_at, t.order_key,
+const LEAN_RETURNING = `t.id, t.name, NULLIF(t.version, 1) AS version, t.input, NULLIF(t.priority, 0) AS priority,
+  t.max_ms, NULLIF(t.attempts, 1) AS attempts, NULLIF(t.epoch, 1) AS epoch, NULLIF(t.abort_requested, 0) AS marked,
+  NULLIF(t.started_at, :now) AS started_at, t.order_key,
   CASE WHEN t.job IS NULL AND t.owner_id IS NULL AND t.scope IS NULL AND t.checkpoint IS NULL AND t.seat IS NULL
     AND t.rate IS NULL THEN NULL
     ELSE json_build_array(t.job, t.owner_id, t.scope, t.checkpoint, t.seat, t.rate)::text END AS rare`;
