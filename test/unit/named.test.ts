@@ -1,3 +1,5 @@
+import { createRequire } from "node:module";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { bind, compile } from "../../src/store/postgres/named.js";
 
@@ -16,7 +18,7 @@ describe("named parameters on PostgreSQL", () => {
     const mixed = [1, null];
     expect(bind(c, { ids: [3, -1, 9_007_199_254_740_991], names, xs, n: 7 })).toEqual([
       "{3,-1,9007199254740991}",
-      names,
+      '{"a","b\\"c"}',
       xs,
       7,
     ]);
@@ -26,5 +28,24 @@ describe("named parameters on PostgreSQL", () => {
       [2 ** 53],
       null,
     ]);
+  });
+
+  it("binds an array of texts and NULLs as the very literal pg would send for it", () => {
+    // pg's own serialisation of a parameter, the reference.
+    const { prepareValue } = createRequire(import.meta.url)("pg/lib/utils.js") as {
+      prepareValue: (v: unknown) => unknown;
+    };
+    const text = fc.oneof(
+      fc.string({ unit: fc.constantFrom("a", '"', "\\", ",", "{", "}", " ", "é", "😀", "NULL", "\n") }),
+      fc.string({ unit: "grapheme" }),
+      fc.constant(null),
+    );
+    fc.assert(
+      fc.property(fc.array(text, { maxLength: 20 }), fc.string(), (names, first) => {
+        const v = [first, ...names];
+        expect(bind(c, { ids: [], names: v, xs: [], n: 1 })[1]).toBe(prepareValue(v));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 });

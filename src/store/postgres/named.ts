@@ -53,6 +53,29 @@ export function bind(c: Compiled, values: Record<string, unknown>): unknown[] {
     if (!(p in values)) throw new Error(`statement ${c.name}: missing parameter :${p}`);
     const v = values[p];
     if (v === undefined) return null;
-    return Array.isArray(v) && v.every(Number.isSafeInteger) ? `{${v.join(",")}}` : v;
+    if (!Array.isArray(v)) return v;
+    if (v.every(Number.isSafeInteger)) return `{${v.join(",")}}`;
+    return v.every(isTextOrNull) ? textArray(v) : v;
   });
 }
+
+const isTextOrNull = (x: unknown): x is string | null => typeof x === "string" || x === null;
+
+/**
+ * A text array as the literal pg would send for it ('{"a","b\"c",NULL}': every element quoted,
+ * backslashes and double quotes escaped), in one pass per element where pg makes two (a replace
+ * for each character) and a call to its value preparation. A batch enqueue's five text columns
+ * (queue, name, input, dedupe key, job) were ~8 % of the client's CPU of enqueueMany of 1,000 on
+ * PostgreSQL (--cpu-prof: escapeElement, arrayString).
+ */
+function textArray(v: readonly (string | null)[]): string {
+  if (v.length === 0) return "{}";
+  // The usual columns: every element a text (queue, name, input), or every one NULL (dedupe, job).
+  // One join of the escaped texts: appending element by element built a rope of ~3 strings each.
+  if (!v.includes(null)) return `{"${(v as readonly string[]).map(escapeText).join('","')}"}`;
+  if (v.every((x) => x === null)) return `{${"NULL,".repeat(v.length - 1)}NULL}`;
+  return `{${v.map((x) => (x === null ? "NULL" : `"${escapeText(x)}"`)).join(",")}}`;
+}
+
+const escapeText = (x: string): string => x.replace(ESCAPED, "\\$&");
+const ESCAPED = /[\\"]/g;
