@@ -3,6 +3,7 @@
  * PostgreSQL task's cost goes").
  *
  *   npm run build && node dist/bench/pgshape.js [--tasks 60000] [--rounds 2] [--only ratchet,narrow] [--pg-url postgres://…]
+ *   (`--only` also sets the order of the variants in each round; ratios are to its first)
  *
  * Each variant is a fresh schema: Ratchet migrates it, the variant's change is applied, `--tasks`
  * no-ops are enqueued, VACUUM ANALYZE; then claims of 512 and the completion of each claim, one after
@@ -106,8 +107,17 @@ const ALL: Variant[] = [
   { name: "floor-pg", kind: "floor" },
 ];
 const ONLY = args.only?.split(",");
-const VARIANTS = ONLY ? ALL.filter((v) => ONLY.includes(v.name)) : ALL;
-if (VARIANTS.length === 0) throw new Error(`--only names none of: ${ALL.map((v) => v.name).join(", ")}`);
+// In the order --only gives them: each round runs them in that order, and the first is the one the
+// others' ratios are to, so a variant's place in the round can be tested (the first of a round runs
+// right after the previous round's last schema was dropped).
+const VARIANTS = ONLY
+  ? ONLY.map((name) => {
+      const v = ALL.find((x) => x.name === name);
+      if (!v)
+        throw new Error(`--only: no variant "${name}"; there are: ${ALL.map((x) => x.name).join(", ")}`);
+      return v;
+    })
+  : ALL;
 
 const noop = defineTask({ name: "noop", run: () => null });
 
