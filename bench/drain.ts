@@ -32,7 +32,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
-import { median, postgresCpuMs, threadCpuMs } from "./stats.js";
+import { abBuilds, fixedOrDash, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -242,16 +242,9 @@ if (args.child) {
   process.exit(0);
 }
 
-const builds: [string, string][] = args.floor
-  ? [["floor", "floor"]]
-  : args.base
-    ? [
-        ["base", resolve(args.base)],
-        ["this", OWN],
-      ]
-    : [["this", OWN]];
+const builds: [string, string][] = args.floor ? [["floor", "floor"]] : abBuilds(args.base, OWN);
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
-const f = (x: number | null, d = 1) => (x === null ? "–" : x.toFixed(d));
+const f = fixedOrDash;
 for (let i = 0; i < PAIRS; i++) {
   for (const [name, dist] of builds) {
     const forwarded = [

@@ -19,7 +19,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClaimedTask, ClaimRequest, Settlement, Store } from "../src/store/store.js";
 import { countingNoop } from "./noop.js";
-import { median, threadCpuMs } from "./stats.js";
+import { abBuilds, fixedOrDash, median, threadCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -168,14 +168,9 @@ if (args.child) {
   process.exit(0);
 }
 
-const builds: [string, string][] = args.base
-  ? [
-      ["base", resolve(args.base)],
-      ["this", OWN],
-    ]
-  : [["this", OWN]];
+const builds = abBuilds(args.base, OWN);
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
-const f = (x: number | null, d = 1) => (x === null ? "–" : x.toFixed(d));
+const f = fixedOrDash;
 for (let i = 0; i < PAIRS; i++) {
   for (const [name, dist] of builds) {
     const res = spawnSync(

@@ -1,5 +1,6 @@
 /** Number formatting and summary statistics shared by every benchmark driver. */
 import { readdirSync, readFileSync } from "node:fs";
+import { resolve } from "node:path";
 
 export const fmtInt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const fmt1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
@@ -69,3 +70,16 @@ export function threadCpuMs(): { main: number; other: number } {
   const main = cpuMsWhere([`self/task/${process.pid}`], () => true);
   return { main, other: all - main };
 }
+
+/** The builds an A/B alternates: `--base`'s dist/ (when given) and this one's, by name. */
+export function abBuilds(base: string | undefined, own: string): [string, string][] {
+  return base
+    ? [
+        ["base", resolve(base)],
+        ["this", own],
+      ]
+    : [["this", own]];
+}
+
+/** A figure with `d` decimals, or a dash where there is none. */
+export const fixedOrDash = (x: number | null, d = 1): string => (x === null ? "–" : x.toFixed(d));
