@@ -29,8 +29,12 @@ export function toStorableJson(
   return storableJsonOf(value, what, maxBytes);
 }
 
+/** The name a refused value is given in its error (lazy for the callers on hot paths). */
+function nameOf(what: string | (() => string)): string {
+  return typeof what === "string" ? what : what();
+}
+
 function storableJsonOf(value: unknown, what: string | (() => string), maxBytes: number): string {
-  const name = () => (typeof what === "string" ? what : what());
   let text: string;
   try {
     check(value, { what, trail: [], above: [] }, 0);
@@ -38,7 +42,7 @@ function storableJsonOf(value: unknown, what: string | (() => string), maxBytes:
   } catch (err) {
     if (err instanceof ValidationError) throw err;
     throw new ValidationError(
-      `${name()} could not be read as JSON: ${err instanceof Error ? err.message : String(err)}`,
+      `${nameOf(what)} could not be read as JSON: ${err instanceof Error ? err.message : String(err)}`,
       "RATCHET_INVALID_JSON",
       { cause: err },
     );
@@ -48,7 +52,7 @@ function storableJsonOf(value: unknown, what: string | (() => string), maxBytes:
     const bytes = Buffer.byteLength(text, "utf8");
     if (bytes > maxBytes) {
       throw new ValidationError(
-        `${name()} is ${bytes} bytes of JSON, over the limit of ${maxBytes}; store large data elsewhere and pass a reference`,
+        `${nameOf(what)} is ${bytes} bytes of JSON, over the limit of ${maxBytes}; store large data elsewhere and pass a reference`,
         "RATCHET_PAYLOAD_TOO_LARGE",
       );
     }
@@ -69,7 +73,7 @@ interface Walk {
 }
 
 function fail(w: Walk, why: string): never {
-  const what = typeof w.what === "string" ? w.what : w.what();
+  const what = nameOf(w.what);
   const path = w.trail.map((k) => (typeof k === "number" ? `[${k}]` : `.${k}`)).join("");
   throw new ValidationError(`${what}${path} ${why}`, "RATCHET_INVALID_JSON");
 }

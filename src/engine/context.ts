@@ -586,7 +586,8 @@ export class Invocation implements TaskContext {
   }
 }
 
-function isThenable(v: unknown): v is PromiseLike<unknown> {
+/** A value `await` would treat as a promise (a `then` function). */
+export function isThenable(v: unknown): v is PromiseLike<unknown> {
   return (
     (typeof v === "object" || typeof v === "function") &&
     v !== null &&

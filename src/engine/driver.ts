@@ -156,7 +156,7 @@ export class Driver {
         this.#o.wakeup.notify();
       },
       settled: (inv, r) => {
-        this.settledOne();
+        this.#settledOne();
         this.#o.onReport?.(r, inv.task);
       },
     };
@@ -203,7 +203,7 @@ export class Driver {
   }
 
   /** A settlement (or a release) of this driver committed, or failed. */
-  settledOne(): void {
+  #settledOne(): void {
     this.#unsettled--;
     if (this.#backedUp && this.#settling <= this.#backlog / 2) {
       this.#backedUp = false;
@@ -304,7 +304,7 @@ export class Driver {
     // Whatever the answer (a refused fence means the task is no longer ours anyway).
     this.#o.deps.settler.send(
       { kind: "release", fence: { taskId: task.id, token: task.epoch } },
-      releaseDone,
+      Driver.#releaseDone,
       this,
     );
   }
@@ -318,6 +318,11 @@ export class Driver {
     }
     this.#unsettled++;
     this.#running.set(task.id, execute(task, def, this.#o.deps, this.#hooks));
+  }
+
+  /** A release's settle batch committed or failed: either way the task is no longer this driver's. */
+  static #releaseDone(d: Driver): void {
+    d.#settledOne();
   }
 
   /** Resolves when some slot frees or after ms. */
@@ -345,9 +350,4 @@ export class Driver {
   async allSettled(): Promise<void> {
     while (this.#unsettled > 0) await new Promise<void>((resolve) => this.#onSettled.push(resolve));
   }
-}
-
-/** A release's settle batch committed or failed: either way the task is no longer this driver's. */
-function releaseDone(d: Driver): void {
-  d.settledOne();
 }

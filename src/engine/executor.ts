@@ -17,7 +17,14 @@ import {
 } from "../errors.js";
 import type { BlockedInfo, ClaimedTask, Fence, Settlement, SettleResult } from "../store/store.js";
 import type { Batcher } from "./batcher.js";
-import { type EndReason, Invocation, type InvocationDeps, type RunHooks, type RunReport } from "./context.js";
+import {
+  type EndReason,
+  Invocation,
+  type InvocationDeps,
+  isThenable,
+  type RunHooks,
+  type RunReport,
+} from "./context.js";
 import type { Migrated, TaskDefinition } from "./definition.js";
 import { retryStore } from "./store-retry.js";
 
@@ -291,14 +298,6 @@ function runReady(inv: Invocation, def: TaskDefinition, input: unknown): unknown
     return def.onAbort(inv, input);
   }
   return def.run(inv, input);
-}
-
-function isThenable(v: unknown): v is PromiseLike<unknown> {
-  return (
-    (typeof v === "object" || typeof v === "function") &&
-    v !== null &&
-    typeof (v as PromiseLike<unknown>).then === "function"
-  );
 }
 
 function freeSlot(inv: Invocation): void {

@@ -513,6 +513,33 @@ forEachBackend(() => {
       expect(seen).toEqual([{ id, name: "who", queue: "q1", job: "jobby", attempt: 1 }]);
     });
 
+    it("§8.1 code that returns or throws at once, without a promise, frees its slot: one slot runs every such task in turn", async () => {
+      const order: number[] = [];
+      const sync = defineTask({
+        name: "sync",
+        retry: { maxAttempts: 1 },
+        run(_ctx: TaskContext, input: { i: number }) {
+          order.push(input.i);
+          if (input.i % 2 === 1) throw new Error(`odd ${input.i}`);
+          return input.i;
+        },
+      });
+      const r = await openRatchet([sync], { pollIntervalMs: 10 });
+      const ids = await r.enqueueMany(Array.from({ length: 6 }, (_, i) => ({ task: sync, input: { i } })));
+      await r.start({ concurrency: 1, prefetch: 4 });
+      const recs = await Promise.all(ids.map((id) => r.waitFor(id, { timeoutMs: 10_000 })));
+      expect(recs.map((x) => x.outcome)).toEqual([
+        "completed",
+        "failed",
+        "completed",
+        "failed",
+        "completed",
+        "failed",
+      ]);
+      expect(order).toEqual([0, 1, 2, 3, 4, 5]);
+      expect(r.workerCounters().reports).toMatchObject({ done: 3, failed: 3 });
+    });
+
     it("§5.5 an error thrown by task code ends failed, never faulted", async () => {
       const t = defineTask({
         name: "thrower",
