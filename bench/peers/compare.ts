@@ -388,10 +388,17 @@ async function drain(
     const s0 = comm ? serverCpuMs(comm) : 0;
     const t0 = performance.now();
     await g.start(opts.concurrency, n, false);
+    const started = performance.now() - t0;
     await g.waitDistinct(n, FIGURE_TIMEOUT_MS);
+    const handled = performance.now() - t0;
     if (opts.timedUntilLeft)
       await until(async () => (await a.remaining()) === opts.left, `remaining() reaching ${opts.left}`);
     ms = performance.now() - t0;
+    // Where the clock went: the workers' start-up (open and start; an engine may already be running
+    // jobs when it reports started), the handlers, and the tail until the engine reports the jobs done.
+    progress(
+      `  ${key} drain of ${n}: workers started at ${fmt(started)} ms, last handler at ${fmt(handled)} ms, done at ${fmt(ms)} ms`,
+    );
     workerCpuMs = processCpuMs(g.pids()) - w0;
     serverMs = comm ? serverCpuMs(comm) - s0 : null;
     if (!opts.timedUntilLeft)

@@ -45,8 +45,20 @@ import {
   type WorkerOptions,
 } from "./adapter.js";
 
-/** Jobs per claim: Ratchet's prefetch in this harness (500) plus its concurrency, rounded. */
-const CLAIM = 500;
+/**
+ * Jobs per claim. 1,000, where it was 500 (Ratchet's prefetch in this harness) until 2026-12-02: the
+ * floor is the most a store allows, so it takes the claim size at which it drains fastest. W2 c16,
+ * three runs each beside graphile-worker (`BENCH_FLOOR_CLAIM=500|1000 node --import tsx
+ * peers/compare.ts --runs 3 --only graphile-worker,floor-lease-pg,floor-pg --figures w2-c16`):
+ * floor-lease-pg 1.73× graphile-worker with claims of 500, 2.08× with 1,000 (floor-pg 1.83×, 2.26×);
+ * in a later pair 2.29× with 2,000 against 1.99× with 1,000, within what runs minutes apart vary.
+ * Two or three claim loops in the worker process, tried in a throwaway build, were no faster than
+ * one (1.91× and 1.66×). Ratchet's own prefetch at 1,000 or 2,000 instead of 500 did not drain
+ * faster (1.34× and 1.15× against 1.35×): its cost per job is not in the number of statements.
+ */
+const CLAIM = Number(process.env.BENCH_FLOOR_CLAIM ?? 1_000);
+if (!Number.isInteger(CLAIM) || CLAIM < 1 || CLAIM > 10_000)
+  throw new Error(`BENCH_FLOOR_CLAIM must be an integer in [1, 10000] (got ${process.env.BENCH_FLOOR_CLAIM})`);
 const POLL_MS = 20;
 
 const ONLY_W2 = "the floor measures W2 (and W6) only";
