@@ -205,7 +205,7 @@ forEachBackend((backend) => {
       vi.useRealTimers();
     });
 
-    it("§8.9 a worker stops claiming while 500 × (w + 1) settlements wait to be written (w: the store's settle writes at once), and claims again once half are", async () => {
+    it("§8.9 a worker stops claiming while 512 × (w + 1) settlements wait to be written (w: the store's settle writes at once), and claims again once half are", async () => {
       // Poll timers frozen, no LISTEN: once held back, only the settlements' progress wakes the worker.
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
       const inner = await createStore(systemClock);
@@ -215,8 +215,8 @@ forEachBackend((backend) => {
       let maxWrites = 0;
       const lanes = inner.settleLanes ?? 1;
       const backlog = settleBacklog(lanes);
-      // One write at a time on SQLite (one connection), two on PostgreSQL: 1,000 and 1,500.
-      expect(backlog).toBe(backend === "sqlite" ? 1_000 : 1_500);
+      // One write at a time on SQLite (one connection), two on PostgreSQL: 1,024 and 1,536.
+      expect(backlog).toBe(backend === "sqlite" ? 1_024 : 1_536);
       const store = overriding(inner, {
         subscribe: undefined,
         // The first settle batches (one per lane) wait at the gate.

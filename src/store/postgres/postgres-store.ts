@@ -108,7 +108,7 @@ export class PostgresStore implements Store {
    * prefetching worker drained at the pace of its settlements: in an in-process drain of 60,000
    * no-ops at c16 with prefetch 500, the backlog bound held the claims back 60–77 times (about one
    * claim in two), each completion of ~340 tasks taking ~3.8 ms while the server had a core to
-   * spare. Drains with two lanes (and the backlog of 1,500 that goes with them) against one,
+   * spare. Drains with two lanes (and the backlog of 1,500 that went with them) against one,
    * until every task had settled, eight alternating pairs (`node dist/bench/drain.js --store pg
    * --pairs 8 --base …`): 59,716 → 66,693 tasks/s, Node 8.1 → 7.8 and server 13.8 → 14.2 µs of
    * CPU per task. Two settlements of one process may now wait on each other's row of the queue
