@@ -25,25 +25,12 @@ import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { bind, compile } from "../src/store/postgres/named.js";
 import { claimFast } from "../src/store/postgres/sql.js";
 import { countingNoop } from "./noop.js";
-import { median } from "./stats.js";
+import { median, PG_RUN_OPTIONS, tasksAndRuns } from "./stats.js";
 
 const { values: args } = parseArgs({
-  options: {
-    tasks: { type: "string", default: "20000" },
-    runs: { type: "string", default: "3" },
-    "pg-url": {
-      type: "string",
-      default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
-    },
-    child: { type: "string" },
-    fill: { type: "boolean", default: false },
-  },
+  options: { ...PG_RUN_OPTIONS, fill: { type: "boolean", default: false } },
 });
-const N = Number(args.tasks);
-const RUNS = Number(args.runs);
-if (!Number.isInteger(N) || N < 1_000 || N > 1_000_000 || N % 1_000 !== 0)
-  throw new Error("--tasks must be a multiple of 1,000 in [1000, 1000000]");
-if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 20) throw new Error("--runs must be in [1, 20]");
+const { N, RUNS } = tasksAndRuns(args.tasks, args.runs);
 const URL = args["pg-url"]!;
 
 /** CPU time so far of every postgres process of this machine, ms by pid (schedstat: ns). */

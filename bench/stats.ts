@@ -83,3 +83,27 @@ export function abBuilds(base: string | undefined, own: string): [string, string
 
 /** A figure with `d` decimals, or a dash where there is none. */
 export const fixedOrDash = (x: number | null, d = 1): string => (x === null ? "–" : x.toFixed(d));
+
+/**
+ * The options of the scripts that run a fresh worker on PostgreSQL a few times (startup.ts,
+ * backends.ts): how many tasks, how many runs, the server, and the child process's schema.
+ */
+export const PG_RUN_OPTIONS = {
+  tasks: { type: "string", default: "20000" },
+  runs: { type: "string", default: "3" },
+  "pg-url": {
+    type: "string",
+    default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+  },
+  child: { type: "string" },
+} as const;
+
+/** --tasks and --runs of PG_RUN_OPTIONS, checked: a multiple of 1,000 in [1000, 1000000], and [1, 20]. */
+export function tasksAndRuns(tasks: string, runs: string): { N: number; RUNS: number } {
+  const N = Number(tasks);
+  const RUNS = Number(runs);
+  if (!Number.isInteger(N) || N < 1_000 || N > 1_000_000 || N % 1_000 !== 0)
+    throw new Error("--tasks must be a multiple of 1,000 in [1000, 1000000]");
+  if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 20) throw new Error("--runs must be in [1, 20]");
+  return { N, RUNS };
+}
