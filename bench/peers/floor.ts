@@ -58,7 +58,9 @@ import {
  */
 const CLAIM = Number(process.env.BENCH_FLOOR_CLAIM ?? 1_000);
 if (!Number.isInteger(CLAIM) || CLAIM < 1 || CLAIM > 10_000)
-  throw new Error(`BENCH_FLOOR_CLAIM must be an integer in [1, 10000] (got ${process.env.BENCH_FLOOR_CLAIM})`);
+  throw new Error(
+    `BENCH_FLOOR_CLAIM must be an integer in [1, 10000] (got ${process.env.BENCH_FLOOR_CLAIM})`,
+  );
 const POLL_MS = 20;
 
 const ONLY_W2 = "the floor measures W2 (and W6) only";
