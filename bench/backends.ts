@@ -53,6 +53,8 @@ const since = (a: Map<string, number>, b: Map<string, number>, pid: string) =>
 
 interface Sample {
   openMs: number;
+  /** From the open to nothing live, wall. */
+  allMs: number;
   /** Server CPU of the open, then of the whole drain (open included), ms. */
   openCpu: number;
   cpu: number;
@@ -83,6 +85,7 @@ async function child(schema: string, fill: boolean): Promise<Sample | undefined>
   await finished;
   while ((await r.depths()).some((d) => d.live > 0)) await new Promise((res) => setTimeout(res, 2));
   const c2 = postgresCpu();
+  const allMs = performance.now() - t0;
   const activity = new Map(
     (
       await admin.query<{ pid: number; q: string }>(
@@ -107,7 +110,7 @@ async function child(schema: string, fill: boolean): Promise<Sample | undefined>
     else others += d;
   }
   conns.sort((a, b) => b.cpu - a.cpu);
-  return { openMs, openCpu, cpu, conns, others };
+  return { openMs, allMs, openCpu, cpu, conns, others };
 }
 
 /** A new backend's own cost: connect, then a claim of 32 on it, again and again. */
@@ -167,7 +170,7 @@ for (let i = 0; i < RUNS; i++) {
     const s = JSON.parse(run(schema, []).trim().split("\n").pop()!) as Sample;
     samples.push(s);
     console.error(
-      `run ${i + 1}: open ${s.openMs.toFixed(0)} ms (server ${s.openCpu.toFixed(1)} ms); server ${((s.cpu / N) * 1000).toFixed(1)} µs/task over ${s.conns.length} connections: ${s.conns.map((c) => `${c.cpu.toFixed(0)} ms (last: ${c.last})`).join("; ")}; others ${s.others.toFixed(0)} ms`,
+      `run ${i + 1}: open ${s.openMs.toFixed(0)} ms (server ${s.openCpu.toFixed(1)} ms), all ${s.allMs.toFixed(0)} ms; server ${((s.cpu / N) * 1000).toFixed(1)} µs/task over ${s.conns.length} connections: ${s.conns.map((c) => `${c.cpu.toFixed(0)} ms (last: ${c.last})`).join("; ")}; others ${s.others.toFixed(0)} ms`,
     );
     // More to claim for the new backend: a fresh batch of tasks.
     run(schema, ["--fill"]);
@@ -185,6 +188,7 @@ console.log(
 console.log("| figure | value |\n| --- | ---: |");
 console.log(`| open, wall (ms) | ${m((s) => s.openMs).toFixed(1)} |`);
 console.log(`| open, server CPU (ms) | ${m((s) => s.openCpu).toFixed(1)} |`);
+console.log(`| open and drain, wall (ms) | ${m((s) => s.allMs).toFixed(0)} |`);
 console.log(`| server CPU per task, open and drain (µs) | ${m((s) => (s.cpu / N) * 1000).toFixed(1)} |`);
 console.log(`| connections of the worker | ${m((s) => s.conns.length)} |`);
 const at = (i: number) => median(costs.map((c) => c[i]!)).toFixed(2);
