@@ -61,8 +61,8 @@ export function settleBacklog(lanes: number): number {
   return SETTLE_BATCH * (lanes + 1);
 }
 /**
- * Settlements in one write of the settle Batcher: a multiple of CLAIM_STEP, so that the tasks of a
- * refill settle in whole writes. At 500, a prefetching worker's refills of 512 (500 + 16 rounded down
+ * Settlements in one write of the settle Batcher (512): a multiple of CLAIM_STEP, so that the tasks of
+ * a refill settle in whole writes. At 500, a prefetching worker's refills of 512 (500 + 16 rounded down
  * to CLAIM_STEP) settled as a write of 500 and one of 12, twice the statements and commits. Cold
  * drains of 20,000 at c16 with prefetch 500, alternating with the build before (`node
  * dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 --base …`), two sets: 18,988 →
@@ -70,7 +70,7 @@ export function settleBacklog(lanes: number): number {
  * SQLite (`--store sqlite`, four pairs) 48,045 → 49,805. 1,024 against 512 (six pairs): 22,308 →
  * 22,947 tasks/s, the server 39.3 → 38.8 µs, within the noise, for twice the backlog (spec §8.9).
  */
-export const SETTLE_BATCH = 512;
+export const SETTLE_BATCH = 8 * CLAIM_STEP;
 /** The backlog with one settle write at a time. */
 export const SETTLE_BACKLOG = settleBacklog(1);
 

@@ -213,6 +213,7 @@ forEachBackend((backend) => {
       let held = 0;
       let writes = 0;
       let maxWrites = 0;
+      let biggest = 0;
       const lanes = inner.settleLanes ?? 1;
       const backlog = settleBacklog(lanes);
       // One write at a time on SQLite (one connection), two on PostgreSQL: 1,024 and 1,536.
@@ -222,6 +223,7 @@ forEachBackend((backend) => {
         // The first settle batches (one per lane) wait at the gate.
         settle: async (items: Parameters<typeof inner.settle>[0]) => {
           held += items.length;
+          biggest = Math.max(biggest, items.length);
           maxWrites = Math.max(maxWrites, ++writes);
           try {
             await gate.promise;
@@ -269,6 +271,9 @@ forEachBackend((backend) => {
       gate.resolve();
       expect(await spin(async () => (await inner.stats())[0]!.byOutcome.completed === N)).toBe(true);
       expect(runs).toBe(N);
+      // Each write carries at most one batch of 512 (spec §8.9); with N finished tasks waiting, the
+      // batches were full.
+      expect(biggest).toBe(512);
       vi.useRealTimers();
       // The queue's live counter (spec §2.7) came back to zero through every lane's batches: with
       // the depth bound at N, N new tasks fit and one more does not.
