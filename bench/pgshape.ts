@@ -30,6 +30,8 @@
  *   made again from its own definition: whether the text comparisons of status in every partial
  *   index's predicate, the CHECKs and the trigger's WHEN are where the time goes (they were not:
  *   bench/README.md);
+ * - `ratchet -trigger`, `ratchet -checks`, `ratchet -rare indexes` and all three: the store's own
+ *   statements on the table without them (the wake index stays: the claim looks for due timers in it);
  * - `floor-pg`: floor-pg's own table and statements (bench/floor-sql.ts).
  * Reported per task, medians of `--rounds`: from pg_stat_statements when the server loads it (the
  * execution time of the statements on the variant's schema: claims, the rest), else the client's
@@ -86,6 +88,16 @@ const ALL: Variant[] = [
   { name: "ratchet", kind: "own" },
   { name: "ratchet ff100", kind: "own", fillfactor: 100 },
   { name: "ratchet -trigger", kind: "own", noTrigger: true },
+  { name: "ratchet -checks", kind: "own", noChecks: true },
+  // The wake index stays: the store's claim looks for due timers in it (promotion, spec §3.4).
+  { name: "ratchet -rare indexes", kind: "own", drop: RARE_INDEXES.filter((n) => !n.endsWith("_wake")) },
+  {
+    name: "ratchet -trigger -checks -rare indexes",
+    kind: "own",
+    noTrigger: true,
+    noChecks: true,
+    drop: RARE_INDEXES.filter((n) => !n.endsWith("_wake")),
+  },
   { name: "bare", kind: "bare" },
   { name: "bare ff100", kind: "bare", fillfactor: 100 },
   { name: "bare -lease -ended", kind: "bare", drop: ["ratchet_tasks_lease", "ratchet_tasks_ended"] },

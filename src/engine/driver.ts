@@ -265,8 +265,9 @@ export class Driver {
       leaseGraceMs: this.#o.leaseGraceMs,
       limits: this.#o.limits(),
     });
-    this.#o.onClaimed?.(claimed);
     this.#short = claimed.length < room;
+    if (claimed.length === 0) return started;
+    this.#o.onClaimed?.(claimed);
     const at = performance.now();
     for (const task of claimed) {
       // stop() may have begun during the claim: what cannot start now goes back at once (spec §8.2).

@@ -5,6 +5,10 @@ export class Wakeup {
 
   notify(): void {
     this.#pending = true;
+    // Most notifications find nobody waiting (every freed slot notifies): no new array then, and the
+    // loop below only ever sees arrays of waiters (an empty literal has another map in V8, and meeting
+    // both deoptimized the code this is inlined into).
+    if (this.#waiters.length === 0) return;
     const ws = this.#waiters;
     this.#waiters = [];
     for (const w of ws) w();

@@ -47,7 +47,10 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   if (rows[0]!.full) return fullClaim(core, req);
   // In claim order (the statement's); a claim that found nothing is one row of NULLs.
   const got = rows[0]!.id === null ? [] : rows;
-  const out = got.map((r) => claimedLean(r, queue, req));
+  // Built by push, as fullClaim's are: the driver's loops over claims meet one kind of array (one
+  // from map has another map in V8, and meeting both deoptimized them in a fresh worker).
+  const out: ClaimedTask[] = [];
+  for (const r of got) out.push(claimedLean(r, queue, req));
   // A full small claim goes on with the large form for the rest.
   const more = !large && got.length === first && req.limit > first;
   if (more || got.length > SMALL_CLAIM) core.busy.add(queue);
