@@ -173,7 +173,7 @@ forEachBackend((backend) => {
       const inner = await createStore(systemClock);
       let claims = 0;
       const store = overriding(inner, {
-        claim: (req) => {
+        claim: (req: Parameters<typeof inner.claim>[0]) => {
           claims++;
           return inner.claim(req);
         },
