@@ -30,9 +30,9 @@ export interface DriverOptions {
   store: Store;
   workerId: string;
   concurrency: number;
-  queues: () => string[];
+  queues: () => readonly string[];
   /** Names this driver may claim now (registered, and for a tick: fitting the budget). */
-  names: () => string[];
+  names: () => readonly string[];
   definition: (name: string) => TaskDefinition | undefined;
   leaseGraceMs: number;
   /** Seat and rate limits of the definitions (spec §14.9, §14.10). */

@@ -109,6 +109,18 @@ export interface TaskDetails {
   events: TaskEvent[];
 }
 
+/** The names a worker claims and their queues ("default" always among them), from a registry. */
+function claimableOf(registry: ReadonlyMap<string, TaskDefinition>): {
+  names: readonly string[];
+  queues: readonly string[];
+} {
+  const defs = [...registry.values()];
+  return {
+    names: defs.map((d) => d.name),
+    queues: [...new Set(["default", ...defs.map((d) => d.queue)])],
+  };
+}
+
 export class Ratchet {
   readonly store: Store;
   readonly workerId: string;
@@ -248,14 +260,14 @@ export class Ratchet {
     next.set(def.name, def);
     this.#limits = claimLimits(next.values());
     this.#registry.set(def.name, def);
-    this.#claimable = undefined;
+    this.#claimable = claimableOf(this.#registry);
     this.#unflushed.add(def.name);
     this.#wakeup.notify();
   }
 
   unregister(name: string): boolean {
     const had = this.#registry.delete(name);
-    this.#claimable = undefined;
+    this.#claimable = claimableOf(this.#registry);
     this.#limits = claimLimits(this.#registry.values());
     return had;
   }
@@ -313,8 +325,8 @@ export class Ratchet {
   // --------------------------------------------------------------- drivers
 
   /**
-   * The registered names and their queues, made once per change of the registry: a worker asks for
-   * both at every claim. Rebuilt there (spreads, a map, a Set), they were garbage per claim, and
+   * The registered names and their queues, made at each change of the registry (as #limits is): a
+   * worker asks for both at every claim. Rebuilt there (spreads, a map, a Set), they were garbage per claim, and
    * the optimized claim path was thrown away when V8 first met the Set's arrays there (a deopt
    * "wrong map", `node --trace-deopt-verbose`, in a fresh worker's drain), to be compiled again.
    * With this, the Wakeup that allocates only when someone waits, and claims built as one kind of
@@ -323,31 +335,20 @@ export class Ratchet {
    * the worker's CPU per task (its compiler threads 7.0 → 6.5), 39.0k → 39.8k tasks/s.
    * Shared: callers only read them.
    */
-  #claimable: { names: string[]; queues: string[] } | undefined;
+  #claimable = claimableOf(this.#registry);
 
-  #names(): string[] {
-    this.#claimable ??= this.#claimableNow();
+  #names(): readonly string[] {
     return this.#claimable.names;
   }
 
-  #queues(given: string[] | undefined): string[] {
-    if (given) return given;
-    this.#claimable ??= this.#claimableNow();
-    return this.#claimable.queues;
-  }
-
-  #claimableNow(): { names: string[]; queues: string[] } {
-    const defs = [...this.#registry.values()];
-    return {
-      names: defs.map((d) => d.name),
-      queues: [...new Set(["default", ...defs.map((d) => d.queue)])],
-    };
+  #queues(given: string[] | undefined): readonly string[] {
+    return given ?? this.#claimable.queues;
   }
 
   #driver(
     concurrency: number,
-    queues: () => string[],
-    names: () => string[],
+    queues: () => readonly string[],
+    names: () => readonly string[],
     onReport?: (r: RunReport) => void,
     prefetch = 0,
   ): Driver {

@@ -191,14 +191,22 @@ forEachBackend((backend) => {
       // An idle round (a claim that finds nothing), then quiet: the start-up wake-ups (on PostgreSQL
       // also the listener's, once it is connected) are used up and the worker waits on a (frozen) timer.
       expect(await spin(() => claims >= 1)).toBe(true);
-      let seen = -1;
-      for (let i = 0; i < 50 && seen !== claims; i++) {
-        seen = claims;
-        await realPause(100);
-      }
-      expect(claims).toBe(seen);
-      // A batch: a single enqueue beside a free slot is handed to the worker without a claim (§8.8),
-      // so only a batch needs the wake-up this tests.
+      const quiet = async () => {
+        let seen = -1;
+        for (let i = 0; i < 50 && seen !== claims; i++) {
+          seen = claims;
+          await realPause(100);
+        }
+        expect(claims).toBe(seen);
+        return seen;
+      };
+      await quiet();
+      // A single enqueue beside a free slot is handed to the worker at once (§8.8)...
+      const id = await r.enqueue(t);
+      expect(await spin(async () => (await inner.get(id))?.status === "terminal")).toBe(true);
+      expect((await inner.get(id))!.result).toBe("woken");
+      // ...without a claim, so only a batch needs the wake-up this tests.
+      const seen = await quiet();
       const ids = await r.enqueueMany([{ task: t }, { task: t }]);
       const done = async () => {
         for (const id of ids) if ((await inner.get(id))?.status !== "terminal") return false;
