@@ -34,6 +34,7 @@ import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
+const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const { values: args } = parseArgs({
   options: {
     store: { type: "string", default: "sqlite" },
@@ -257,10 +258,13 @@ for (let i = 0; i < PAIRS; i++) {
       "--pg-url",
       args["pg-url"]!,
     ];
+    // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS, e.g. "--cpu-prof
+    // --cpu-prof-dir=/tmp/prof" (node refuses --cpu-prof in NODE_OPTIONS).
     const run = (extra: string[]) => {
+      const childNodeArgs = extra.includes("--fill") ? [] : nodeArgs;
       const res = spawnSync(
         process.execPath,
-        [fileURLToPath(import.meta.url), ...forwarded, "--child", dist, ...extra],
+        [...childNodeArgs, fileURLToPath(import.meta.url), ...forwarded, "--child", dist, ...extra],
         { encoding: "utf8" },
       );
       if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);

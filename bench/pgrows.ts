@@ -1,6 +1,8 @@
 /**
  * The node CPU a worker spends turning a claim's returned rows into JS values, on PostgreSQL: what
- * LEAN_RETURNING (src/store/postgres/sql.ts) is about.
+ * the fast claim's returned rows cost when they came as one DataRow each (LEAN_RETURNING, until
+ * 2026-12-02; the claimed tasks now come as one JSON text, see claimRowText in
+ * src/store/postgres/sql.ts, whose cost `node dist/bench/drain.js --base …` measures).
  *
  *   npm run build && node dist/bench/pgrows.js [--rounds 7] [--pg-url postgres://…]
  *
@@ -9,7 +11,7 @@
  * node-postgres with Ratchet's own type parsers:
  * - `all-columns`: the 26 columns the fast claim returned before (the three findings, the 22
  *   CLAIM_COLUMNS, fresh);
- * - `lean`: the 17 it returns now (the findings, LEAN_RETURNING, fresh).
+ * - `lean`: the 17 it returned then (the findings, LEAN_RETURNING, fresh).
  * Each round runs 200 queries of each, alternating; the table gives the median over rounds of the
  * process's CPU per row. The server's work is not in it (another process).
  */

@@ -104,6 +104,60 @@ describe("PostgreSQL only (spec §13)", () => {
     expect(rows.rows[0].n).toBe(versions[0]);
   });
 
+  it("§3.2 / §3.5 a fast claim carries each task whole and in order: names JSON escapes, inputs and checkpoints too long for its text", async () => {
+    const [store] = await machines(1);
+    const s = store!;
+    const names = ["t", 'q"uo\\te', "ünï ✓ \u2028", "t"];
+    // A claim of 4,096 takes 32 in its small form (each may inline 1 MiB), then 4,064 in its large
+    // one (CLAIM_TEXT_BUDGET / 4,064 = 8,256 bytes each): tasks 33 on with 10 kB inputs are read apart.
+    const long = "x".repeat(10_000);
+    const tasks = Array.from({ length: 40 }, (_, i) =>
+      task({
+        name: names[i % names.length]!,
+        input: JSON.stringify({ i, pad: i >= 32 && i % 2 === 0 ? long : "", s: '\u00e9"\\' }),
+        job: i % 3 === 0 ? `job-${i}` : null,
+        priority: 0,
+      }),
+    );
+    const ids = (await s.enqueue(tasks, { maxDepth: () => 1_000 })).map((e) => e.id);
+    // Task 35 gets a checkpoint longer than its share (released, so claimed again with epoch 2).
+    const req = { workerId: "w", queues: ["default"], names: [...new Set(names)], leaseGraceMs: 1_000 };
+    const all = async (limit: number) => s.claim({ ...req, limit });
+    const first = await all(4_096);
+    expect(first.map((c) => c.id)).toEqual(ids);
+    const c35 = first[35]!;
+    await s.setCheckpoint({ taskId: c35.id, token: c35.epoch, mode: "run" }, JSON.stringify(long), "");
+    const back = first.filter((c) => c.id !== c35.id);
+    expect(
+      await s.settle(
+        back.map((c) => ({ kind: "release", fence: { taskId: c.id, token: c.epoch, mode: "run" } })),
+      ),
+    ).toEqual(back.map(() => "ok"));
+    expect(
+      await s.settle([{ kind: "release", fence: { taskId: c35.id, token: c35.epoch, mode: "run" } }]),
+    ).toEqual(["ok"]);
+    for (const [round, claimed] of [first, await all(4_096)].entries()) {
+      expect(claimed.map((c) => c.id)).toEqual(ids);
+      claimed.forEach((c, i) => {
+        expect(c).toMatchObject({
+          name: names[i % names.length],
+          queue: "default",
+          status: "running",
+          version: 1,
+          input: { i, pad: i >= 32 && i % 2 === 0 ? long : "", s: 'é"\\' },
+          job: i % 3 === 0 ? `job-${i}` : null,
+          epoch: round + 1,
+          attempts: 1,
+          fresh: round === 0,
+          checkpoint: round === 1 && i === 35 ? long : null,
+          lockedBy: "w",
+          abortRequested: false,
+        });
+        expect(c.leaseUntil).toBe(c.claimedAt! + 1_000 + 1_000);
+      });
+    }
+  });
+
   it("§14.9 a seat release passes over a parked task another transaction woke and claimed: it never runs twice", async () => {
     const [store] = await machines(1);
     const s = store!;

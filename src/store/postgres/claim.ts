@@ -9,6 +9,7 @@ import type { Client, PgCore } from "./core.js";
 import { PROMOTE_BATCH } from "./core.js";
 import {
   CLAIM_ONE,
+  CLAIMED_LONG,
   claimFast,
   claimPending,
   LIST_READY,
@@ -33,7 +34,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   const large = req.limit > SMALL_CLAIM && core.busy.has(queue);
   const first = large ? req.limit : Math.min(req.limit, SMALL_CLAIM);
   const rows = await core.read((c) =>
-    core.run<LeanRow>(c, claimFast(first), {
+    core.run<FastRow>(c, claimFast(first), {
       grace: req.leaseGraceMs,
       worker: req.workerId,
       queue,
@@ -43,87 +44,109 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       limit: first,
     }),
   );
+  const head = rows[0]!;
   // Nothing was claimed (the statement's update did not run): the full claim does it all.
-  if (rows[0]!.full) return fullClaim(core, req);
-  // In claim order (the statement's); a claim that found nothing is one row of NULLs.
-  const got = rows[0]!.id === null ? [] : rows;
-  // Built by push, as fullClaim's are: the driver's loops over claims meet one kind of array (one
-  // from map has another map in V8, and meeting both deoptimized them in a fresh worker).
-  const out: ClaimedTask[] = [];
-  for (const r of got) out.push(claimedLean(r, queue, req));
+  if (head.full) return fullClaim(core, req);
+  const out = head.rows === null ? [] : await claimedFrom(core, head, queue, req);
   // A full small claim goes on with the large form for the rest.
-  const more = !large && got.length === first && req.limit > first;
-  if (more || got.length > SMALL_CLAIM) core.busy.add(queue);
+  const more = !large && out.length === first && req.limit > first;
+  if (more || out.length > SMALL_CLAIM) core.busy.add(queue);
   else core.busy.delete(queue);
   if (more) out.push(...(await claim(core, { ...req, limit: req.limit - first })));
   return out;
 }
 
-/** A row of a fast claim: LEAN_RETURNING through FAST_SELECT (sql.ts); NULL where most tasks agree. */
-interface LeanRow {
+/** The one row of a fast claim (sql.ts FAST_SELECT). */
+interface FastRow {
   full: true | null;
   claim_now: number;
-  id: number;
-  name: string;
-  /** NULL: 1. */
-  version: number | null;
-  input: string;
-  /** NULL: 0. */
-  priority: number | null;
-  max_ms: number;
-  /** NULL: 1. */
-  attempts: number | null;
-  /** NULL: 1. */
-  epoch: number | null;
-  /** abort_requested; NULL: 0. */
-  marked: number | null;
-  /** NULL: this claim's time (the task's first start). */
-  started_at: number | null;
-  /** [job, owner_id, scope, checkpoint, seat, rate] as JSON when one of them is set. */
-  rare: string | null;
+  /** The claimed tasks as a JSON array of ClaimTuple, in claim order; NULL when none. */
+  rows: string | null;
 }
 
-/** The ClaimedTask of a fast claim's row: what the row leaves out follows from the claim (spec §3.2). */
-function claimedLean(r: LeanRow, queue: string, req: ClaimRequest): ClaimedTask {
-  const rare =
-    r.rare === null
-      ? null
-      : (JSON.parse(r.rare) as [
-          string | null,
-          number | null,
-          string | null,
-          string | null,
-          string | null,
-          string | null,
-        ]);
-  return {
-    id: r.id,
-    queue,
-    name: r.name,
-    version: r.version ?? 1,
-    input: fromJson(r.input),
-    status: "running",
-    priority: r.priority ?? 0,
-    maxMs: r.max_ms,
-    attempts: r.attempts ?? 1,
-    epoch: r.epoch ?? 1,
-    leaseUntil: r.claim_now + r.max_ms + req.leaseGraceMs,
-    lockedBy: req.workerId,
-    job: rare ? rare[0] : null,
-    abortRequested: r.marked === 1,
-    startedAt: r.started_at ?? r.claim_now,
-    claimedAt: r.claim_now,
-    ownerId: rare ? rare[1] : null,
-    scope: rare ? rare[2] : null,
-    checkpoint: rare ? fromJson(rare[3]) : null,
-    seat: rare ? rare[4] : null,
-    rate: rare?.[5] ? fromJson<RateCharge[]>(rare[5]) : null,
-    reclaimed: false,
-    // Only claims raise the epoch: 1 means no holder came before this one, so no steps are stored
-    // (a task a seat or rate limit parked after an earlier claim is not counted fresh, which costs
-    // it one read of its steps; those never take this path anyway, see claimFast).
-    fresh: r.epoch === null,
-  };
+/** A claimed task in a fast claim's text (sql.ts claimRowText). */
+type ClaimTuple = [
+  id: number,
+  name: string,
+  version: number,
+  /** null when not inline (rare is 0). */
+  input: unknown,
+  priority: number,
+  maxMs: number,
+  attempts: number,
+  epoch: number,
+  abortRequested: number,
+  startedAt: number,
+  rare: Rare | null | 0,
+];
+type Rare = [
+  job: string | null,
+  ownerId: number | null,
+  scope: string | null,
+  checkpoint: string | null,
+  seat: string | null,
+  rate: string | null,
+];
+
+/**
+ * The ClaimedTasks of a fast claim's text: what it leaves out follows from the claim (spec §3.2).
+ * Built by push: the driver's loops over claims meet one kind of array (one from map has another
+ * map in V8, and meeting both deoptimized them in a fresh worker).
+ */
+async function claimedFrom(core: PgCore, head: FastRow, queue: string, req: ClaimRequest) {
+  const tuples = JSON.parse(head.rows!) as ClaimTuple[];
+  const long = tuples.filter((t) => t[10] === 0);
+  const read = long.length === 0 ? undefined : await readLong(core, long);
+  const out: ClaimedTask[] = [];
+  for (const t of tuples) {
+    const inline = t[10];
+    const long = inline === 0 ? read!.get(t[0])! : undefined;
+    const rare = inline === 0 ? long!.rare : inline;
+    out.push({
+      id: t[0],
+      queue,
+      name: t[1],
+      version: t[2],
+      input: long ? long.input : t[3],
+      status: "running",
+      priority: t[4],
+      maxMs: t[5],
+      attempts: t[6],
+      epoch: t[7],
+      leaseUntil: head.claim_now + t[5] + req.leaseGraceMs,
+      lockedBy: req.workerId,
+      job: rare ? rare[0] : null,
+      abortRequested: t[8] === 1,
+      startedAt: t[9],
+      claimedAt: head.claim_now,
+      ownerId: rare ? rare[1] : null,
+      scope: rare ? rare[2] : null,
+      checkpoint: rare ? fromJson(rare[3]) : null,
+      seat: rare ? rare[4] : null,
+      rate: rare?.[5] ? fromJson<RateCharge[]>(rare[5]) : null,
+      reclaimed: false,
+      // Only claims raise the epoch: 1 means no holder came before this one, so no steps are stored
+      // (a task a seat or rate limit parked after an earlier claim is not counted fresh, which costs
+      // it one read of its steps; those never take this path anyway, see claimFast).
+      fresh: t[7] === 1,
+    });
+  }
+  return out;
+}
+
+/**
+ * The inputs and rare columns a fast claim left out (too long for its text, see sql.ts
+ * claimRowText), read by id: the tasks are this claim's, and only their holder changes those.
+ */
+async function readLong(core: PgCore, long: readonly ClaimTuple[]) {
+  const rows = await core.read((c) =>
+    core.run<{ id: number; input: string; rare: string | null }>(c, CLAIMED_LONG, {
+      ids: long.map((t) => t[0]),
+    }),
+  );
+  const out = new Map<number, { input: unknown; rare: Rare | null }>();
+  for (const r of rows) out.set(r.id, { input: fromJson(r.input), rare: fromJson<Rare | null>(r.rare) });
+  return out;
 }
 
 /** spec §3.1–§3.4, §3.6, §5.4, §14.9–§14.10: promotion, reclaims and gated claims in one transaction. */

@@ -90,35 +90,58 @@ RETURNING ${T_CLAIM_COLUMNS},
   :now AS claim_now`;
 
 /**
- * What a fast claim returns of each row: only what the claimer does not already know. The queue is
- * the one claimed, status, holder and claimed_at follow from the claim, lease_until is claim_now +
- * max_ms + grace; job, owner_id, scope, checkpoint, seat and rate are NULL on most tasks and come as
- * one JSON array (`rare`) only when one is set. node-postgres turns every field of every row into a
- * JS value: 500 rows shaped like the 26 columns this statement returned before took 4.25 µs of node
- * CPU per row, 17 of them 3.26 (`node dist/bench/pgrows.js`, 7 rounds, medians). In-process drains of
- * 60,000 at c16, nine alternating pairs: 16.3 against 17.2 µs of node CPU per task (medians).
+ * What a fast claim returns: one row, whose `rows` is a JSON array with one array per claimed task,
+ * in claim order (spec §3.5): [id, name, version, input, priority, max_ms, attempts, epoch,
+ * abort_requested, started_at, rare]. The claimer knows the rest: the queue is the one claimed,
+ * status, holder and claimed_at follow from the claim, lease_until is claim_now + max_ms + grace,
+ * and fresh (ClaimedTask.fresh) is an epoch of 1 (see FRESH_BY_EPOCH). `rare` is null, or
+ * [job, owner_id, scope, checkpoint, seat, rate] when one of them is set, or 0 for a task whose
+ * input and checkpoint are too long to go inline (see claimRowText).
  *
- * A NULL field costs the client nothing (no string is cut from the packet, none is parsed), so the
- * values most tasks share come back as NULL: version, attempts and epoch when they are 1 (a first
- * claim), the abort mark and the priority when they are 0, the start time when it is this claim's
- * (a first claim again). Whether the task is fresh
- * (ClaimedTask.fresh) is its epoch being 1 (see FRESH_BY_EPOCH); the claim order is the statement's
- * ORDER BY, not a sort of the rows by a returned order key.
+ * One text parsed by one JSON.parse, where the rows of a claim of 500 used to come as 500 DataRow
+ * messages of 13 fields each: node-postgres parses every message and field in JavaScript (its
+ * parser, the row's object, a type parser per field), and each task's input went through a
+ * JSON.parse of its own. The input is stored JSON (toStorableJson wrote it), so it goes into the
+ * text as it is and comes out parsed. Cold drains of 20,000 at c16, six alternating pairs (`node
+ * dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 --base …`): the worker's CPU 30.0 →
+ * 25.4 µs per task (main thread 16.3 → 13.8, its compiler threads 12.5 → 9.8: pg's row parser
+ * no longer gets hot enough to be compiled), the server's 45.5 → 43.5; warm drains of 60,000 (four
+ * pairs) 13.8 → 10.5 µs and 31.3k → 32.7k tasks/s. Before this, the same rows came back as one
+ * DataRow each, with the values most tasks share sent as NULL (a NULL costs the parser nothing):
+ * 500 rows of 17 fields took 3.26 µs of node CPU per row, of 26 fields 4.25 (`node
+ * dist/bench/pgrows.js`).
  */
-const LEAN_RETURNING = `t.id, t.name, NULLIF(t.version, 1) AS version, t.input, NULLIF(t.priority, 0) AS priority,
-  t.max_ms, NULLIF(t.attempts, 1) AS attempts, NULLIF(t.epoch, 1) AS epoch, NULLIF(t.abort_requested, 0) AS marked,
-  NULLIF(t.started_at, :now) AS started_at, t.order_key,
-  CASE WHEN t.job IS NULL AND t.owner_id IS NULL AND t.scope IS NULL AND t.checkpoint IS NULL AND t.seat IS NULL
-    AND t.rate IS NULL THEN NULL
-    ELSE json_build_array(t.job, t.owner_id, t.scope, t.checkpoint, t.seat, t.rate)::text END AS rare`;
+const claimRowText = (limit: string) => {
+  // One claim's text stays within CLAIM_TEXT_BUDGET: a task whose input and checkpoint take more
+  // than its share comes as a 0 in place of `rare` and no input, and claim.ts reads those two after
+  // the claim (its own row by id; the task is held by this claim). A longer text than V8 can hold
+  // in a string (2^29 − 24 characters in Node 20) or PostgreSQL in a value (1 GB) would fail every
+  // claim of the queue for as long as those tasks came first.
+  const big = `octet_length(t.input) + coalesce(octet_length(t.checkpoint), 0) > ${CLAIM_TEXT_BUDGET} / ${limit}`;
+  return `t.order_key, concat('[', t.id, ',', to_json(t.name), ',', t.version, ',',
+    CASE WHEN ${big} THEN 'null' ELSE t.input END, ',', t.priority, ',', t.max_ms, ',', t.attempts, ',', t.epoch, ',',
+    t.abort_requested, ',', t.started_at, ',',
+    CASE WHEN ${big} THEN '0' ELSE coalesce(${RARE}, 'null') END, ']') AS r`;
+};
+
+/** The most characters of inputs and checkpoints one fast claim carries inline (see claimRowText). */
+export const CLAIM_TEXT_BUDGET = 32 * 1024 * 1024;
+
+/** [job, owner_id, scope, checkpoint, seat, rate] as JSON text, or NULL when none is set (most tasks). */
+const RARE = `CASE WHEN t.job IS NULL AND t.owner_id IS NULL AND t.scope IS NULL AND t.checkpoint IS NULL
+    AND t.seat IS NULL AND t.rate IS NULL THEN NULL
+    ELSE json_build_array(t.job, t.owner_id, t.scope, t.checkpoint, t.seat, t.rate)::text END`;
+
+/** What claim.ts reads after a fast claim for the tasks it did not inline (rare = 0). */
+export const CLAIMED_LONG = `SELECT id, input, ${RARE} AS rare FROM ${T} t WHERE id = ANY(:ids::bigint[])`;
 
 /**
- * The rows of a fast claim (u) in claim order (spec §3.5), each with the claim's time, and `full`
- * (true, else NULL) when the fast claim deferred to the full one (see claimFast).
+ * A fast claim's one row: `full` (true, else NULL) when it deferred to the full claim (see
+ * claimFast), the claim's time, and the claimed tasks (see claimRowText), NULL when none.
  */
 const FAST_SELECT = `SELECT NULLIF(f.expired OR f.gated OR f.promoted > 0, false) AS "full", :now AS claim_now,
-  u.id, u.name, u.version, u.input, u.priority, u.max_ms, u.attempts, u.epoch, u.marked, u.started_at, u.rare
-FROM f LEFT JOIN u ON true ORDER BY u.order_key, u.id`;
+  (SELECT '[' || string_agg(u.r, ',' ORDER BY u.order_key, u.id) || ']' FROM u) AS rows
+FROM f`;
 
 /** What sends a fast claim on to the full one (see claimFast), as the CTE `f` over the candidates `c`. */
 const FAST_FINDINGS = `f AS MATERIALIZED (
@@ -138,7 +161,7 @@ const FAST_FINDINGS = `f AS MATERIALIZED (
  * promotes are not visible to this same statement, and one of them may come first in claim order,
  * spec §3.5). Its first row always carries those three findings; any of them sends the caller on
  * to the full claim. Claim of one task, 300 in a row: 1.05 ms against 2.3-2.5 ms for the full claim.
- * Rows carry LEAN_RETURNING through FAST_SELECT (claim.ts claimedLean makes the ClaimedTask).
+ * Its claimed tasks come as one text (see claimRowText; claim.ts claimedFrom makes the ClaimedTasks).
  */
 export function claimFast(limit: number): string {
   if (limit <= SMALL_CLAIM) return claimFastSmall(limit);
@@ -158,7 +181,7 @@ u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   FROM c
   WHERE t.id = c.id AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${LEAN_RETURNING})
+  RETURNING t.id, ${claimRowText(String(n))})
 ${FAST_SELECT}`,
 );
 
@@ -178,7 +201,7 @@ ${FAST_FINDINGS},
 u AS (
   UPDATE ${T} t SET ${CLAIM_SET}
   WHERE t.ctid = ANY(ARRAY(SELECT tid FROM c)) AND NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ${T_READY}
-  RETURNING ${LEAN_RETURNING})
+  RETURNING t.id, ${claimRowText(limit === ":limit" ? ":limit::int" : limit)})
 ${FAST_SELECT}`;
 const CLAIM_FAST_LARGE = claimFastLarge(":limit");
 
