@@ -22,6 +22,10 @@
  * the drain's process opens Ratchet and drains as a fresh worker does (the peers harness's W2), its
  * JIT warming up on the drain itself; the clock then also covers `Ratchet.open`. The process CPU is
  * given split into its main thread and its other threads (V8's optimizing compiler and GC helpers).
+ *
+ * Environment: BENCH_POOL sets the PostgreSQL pool's size (default 10, as in the peers harness);
+ * BENCH_CHILD_NODE_ARGS passes node flags to each drain's process (not the fills), e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` (node refuses --cpu-prof in NODE_OPTIONS).
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -35,6 +39,9 @@ import { countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
 const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? "").split(" ").filter(Boolean);
+const POOL = Number(process.env.BENCH_POOL ?? 10);
+if (!Number.isInteger(POOL) || POOL < 1 || POOL > 100)
+  throw new Error("BENCH_POOL must be an integer in [1, 100]");
 const { values: args } = parseArgs({
   options: {
     store: { type: "string", default: "sqlite" },
@@ -149,7 +156,7 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
   const admin = args.store === "pg" ? new pg.Client(args["pg-url"]) : undefined;
   const open = () =>
     args.store === "pg"
-      ? Ratchet.open({ store: args["pg-url"], postgres: { schema, poolMax: 10 }, ...common })
+      ? Ratchet.open({ store: args["pg-url"], postgres: { schema, poolMax: POOL }, ...common })
       : Ratchet.open({ store: `sqlite:${file}`, ...common });
   try {
     let r = target && !fill ? undefined : await open();
@@ -258,8 +265,7 @@ for (let i = 0; i < PAIRS; i++) {
       "--pg-url",
       args["pg-url"]!,
     ];
-    // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS, e.g. "--cpu-prof
-    // --cpu-prof-dir=/tmp/prof" (node refuses --cpu-prof in NODE_OPTIONS).
+    // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS (see the header).
     const run = (extra: string[]) => {
       const childNodeArgs = extra.includes("--fill") ? [] : nodeArgs;
       const res = spawnSync(
