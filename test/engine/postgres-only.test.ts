@@ -109,13 +109,15 @@ describe("PostgreSQL only (spec §13)", () => {
     const s = store!;
     const names = ["t", 'q"uo\\te', "ünï ✓ \u2028", "t"];
     // A claim of 4,096 takes 32 in its small form (each may inline 1 MiB), then 4,064 in its large
-    // one (CLAIM_TEXT_BUDGET / 4,064 = 8,256 bytes each): tasks 33 on with 10 kB inputs are read apart.
+    // one (CLAIM_TEXT_BUDGET / 4,064 = 8,256 bytes each): the even ones from index 32 on, with 10 kB
+    // inputs, are read apart. Some are stored at version 3; index 7 is marked for abort while held.
     const long = "x".repeat(10_000);
     const tasks = Array.from({ length: 40 }, (_, i) =>
       task({
         name: names[i % names.length]!,
         input: JSON.stringify({ i, pad: i >= 32 && i % 2 === 0 ? long : "", s: '\u00e9"\\' }),
         job: i % 3 === 0 ? `job-${i}` : null,
+        version: i % 5 === 1 ? 3 : 1,
         priority: 0,
       }),
     );
@@ -127,6 +129,7 @@ describe("PostgreSQL only (spec §13)", () => {
     expect(first.map((c) => c.id)).toEqual(ids);
     const c35 = first[35]!;
     await s.setCheckpoint({ taskId: c35.id, token: c35.epoch, mode: "run" }, JSON.stringify(long), "");
+    expect((await s.abort(first[7]!.id)).state).toBe("marked");
     const back = first.filter((c) => c.id !== c35.id);
     expect(
       await s.settle(
@@ -143,7 +146,7 @@ describe("PostgreSQL only (spec §13)", () => {
           name: names[i % names.length],
           queue: "default",
           status: "running",
-          version: 1,
+          version: i % 5 === 1 ? 3 : 1,
           input: { i, pad: i >= 32 && i % 2 === 0 ? long : "", s: 'é"\\' },
           job: i % 3 === 0 ? `job-${i}` : null,
           epoch: round + 1,
@@ -151,7 +154,7 @@ describe("PostgreSQL only (spec §13)", () => {
           fresh: round === 0,
           checkpoint: round === 1 && i === 35 ? long : null,
           lockedBy: "w",
-          abortRequested: false,
+          abortRequested: round === 1 && i === 7,
         });
         expect(c.leaseUntil).toBe(c.claimedAt! + 1_000 + 1_000);
       });

@@ -95,19 +95,18 @@ type Rare = [
  */
 async function claimedFrom(core: PgCore, head: FastRow, queue: string, req: ClaimRequest) {
   const tuples = JSON.parse(head.rows!) as ClaimTuple[];
-  const long = tuples.filter((t) => t[10] === 0);
-  const read = long.length === 0 ? undefined : await readLong(core, long);
+  const notInline = tuples.filter((t) => t[10] === 0);
+  const apart = notInline.length === 0 ? undefined : await readLong(core, notInline);
   const out: ClaimedTask[] = [];
   for (const t of tuples) {
-    const inline = t[10];
-    const long = inline === 0 ? read!.get(t[0])! : undefined;
-    const rare = inline === 0 ? long!.rare : inline;
+    const read = t[10] === 0 ? apart!.get(t[0])! : undefined;
+    const rare = read ? read.rare : (t[10] as Rare | null);
     out.push({
       id: t[0],
       queue,
       name: t[1],
       version: t[2],
-      input: long ? long.input : t[3],
+      input: read ? read.input : t[3],
       status: "running",
       priority: t[4],
       maxMs: t[5],

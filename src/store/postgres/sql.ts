@@ -105,8 +105,9 @@ RETURNING ${T_CLAIM_COLUMNS},
  * text as it is and comes out parsed. Cold drains of 20,000 at c16, six alternating pairs (`node
  * dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 --base …`): the worker's CPU 30.0 →
  * 25.4 µs per task (main thread 16.3 → 13.8, its compiler threads 12.5 → 9.8: pg's row parser
- * no longer gets hot enough to be compiled), the server's 45.5 → 43.5; warm drains of 60,000 (four
- * pairs) 13.8 → 10.5 µs and 31.3k → 32.7k tasks/s. Before this, the same rows came back as one
+ * no longer gets hot enough to be compiled), the server's within its noise (45.5 → 43.5; a second
+ * set of six: worker 27.1 → 22.4, server 39.8 → 41.0); warm drains of 60,000 (four pairs) 13.8 →
+ * 10.5 µs and 31.3k → 32.7k tasks/s. Before this, the same rows came back as one
  * DataRow each, with the values most tasks share sent as NULL (a NULL costs the parser nothing):
  * 500 rows of 17 fields took 3.26 µs of node CPU per row, of 26 fields 4.25 (`node
  * dist/bench/pgrows.js`).
