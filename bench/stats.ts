@@ -107,3 +107,11 @@ export function tasksAndRuns(tasks: string, runs: string): { N: number; RUNS: nu
   if (!Number.isInteger(RUNS) || RUNS < 1 || RUNS > 20) throw new Error("--runs must be in [1, 20]");
   return { N, RUNS };
 }
+
+/** The machine's CPU time so far from /proc/stat, in clock ticks: all of it, and the idle part (idle + iowait). */
+export function machineTicks(): { total: number; idle: number } {
+  const f = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest time is already in user).
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { total, idle: f[3]! + f[4]! };
+}

@@ -43,7 +43,16 @@ import { dirname, join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { fmt, fmtInt, median, percentile, processCpuMs, progress, serverCpuMs } from "../stats.js";
+import {
+  fmt,
+  fmtInt,
+  machineTicks,
+  median,
+  percentile,
+  processCpuMs,
+  progress,
+  serverCpuMs,
+} from "../stats.js";
 import {
   type Adapter,
   loadPeer,
@@ -537,6 +546,47 @@ async function quiesce(a: Adapter): Promise<void> {
   }
 }
 
+/** How idle the machine must have been over one window before a figure starts, and the most it waits. */
+const CALM_IDLE = 0.9;
+const CALM_WINDOW_MS = 250;
+const CALM_MAX_MS = 10_000;
+
+/**
+ * Before every figure of every engine: PostgreSQL writes out what earlier figures left dirty
+ * (CHECKPOINT; its own writes and fsyncs then do not land in the next figure's clock), the driver's
+ * heap is collected when node runs with --expose-gc (npm run bench:peers does; the W3 local and W4
+ * figures run in this process), and the driver waits until the machine's cores were at least 90 %
+ * idle over 250 ms (worker processes of the last figure exiting, the server's background writers),
+ * for at most 10 s. The full run of 7b564ba had W4 of ratchet-sqlite, whose runs last 0.1–0.3 s and
+ * came right after floor-lease-pg's two-process drains, at 37,857–61,302 steps/s, where the figure
+ * alone gave 60,015–100,734. Returns how long it waited, and whether the machine never calmed.
+ */
+async function calm(postgres: boolean): Promise<{ ms: number; timedOut: boolean }> {
+  const t0 = performance.now();
+  if (postgres) {
+    try {
+      const c = await pgClient(targets.pgUrl);
+      try {
+        await c.query("CHECKPOINT");
+      } finally {
+        await c.end();
+      }
+    } catch {
+      // Not a superuser, or the server is away: the figure's own retry deals with the latter.
+    }
+  }
+  (globalThis as { gc?: () => void }).gc?.();
+  for (;;) {
+    const a = machineTicks();
+    await sleep(CALM_WINDOW_MS);
+    const b = machineTicks();
+    const total = b.total - a.total;
+    if (total > 0 && (b.idle - a.idle) / total >= CALM_IDLE)
+      return { ms: performance.now() - t0, timedOut: false };
+    if (performance.now() - t0 > CALM_MAX_MS) return { ms: performance.now() - t0, timedOut: true };
+  }
+}
+
 /**
  * W5: a store with the waiting jobs and a store without, both set up at once, their drains of the
  * same due jobs alternating (base, depth; then depth, base; …), the ratio taken per pair of adjacent
@@ -839,6 +889,18 @@ async function main(): Promise<void> {
     if (r.errors.length >= 2) broken.add(`${key}/${id}`);
   };
 
+  const calmWaits: number[] = [];
+  let calmTimeouts = 0;
+  const calmBefore = async (what: string) => {
+    const c = await calm(!env.problems.postgres);
+    calmWaits.push(c.ms);
+    if (c.timedOut) {
+      calmTimeouts++;
+      progress(
+        `  ${what}: the machine was not ${CALM_IDLE * 100} % idle within ${CALM_MAX_MS / 1000} s; measuring anyway`,
+      );
+    }
+  };
   const t0 = performance.now();
   for (let run = 1; run <= RUNS; run++) {
     for (const { key, a: q } of queues) {
@@ -861,6 +923,7 @@ async function main(): Promise<void> {
           continue;
         }
         if (broken.has(`${key}/${m.id}`)) continue;
+        await calmBefore(`${key} ${m.label}`);
         const s0 = performance.now();
         try {
           const v = await retryOnce(() => measureQueue(key, q.engine, a, m), `${key} ${m.label}`, r);
@@ -882,6 +945,7 @@ async function main(): Promise<void> {
     for (const { key, a } of figureWanted(STEPS_FIGURE.id) ? stepsers : []) {
       const r = result(key, STEPS_FIGURE.id);
       if (broken.has(`${key}/${STEPS_FIGURE.id}`)) continue;
+      await calmBefore(`${key} ${STEPS_FIGURE.label}`);
       const s0 = performance.now();
       try {
         const v = await retryOnce(() => measureSteps(a), `${key} ${STEPS_FIGURE.label}`, r);
@@ -923,6 +987,10 @@ async function main(): Promise<void> {
     `Machine (shared, noisy): ${cpus().length} × ${cpus()[0]?.model ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}; ` +
       `${env.postgres ?? "no PostgreSQL"}; ${env.redis ?? "no Redis"}. Took ${totalS.toFixed(0)} s.`,
   );
+  if (calmWaits.length)
+    lines.push(
+      `Before each of the ${calmWaits.length} figure runs: a CHECKPOINT, a GC of the driver${(globalThis as { gc?: unknown }).gc ? "" : " (not exposed: run node with --expose-gc)"}, and a wait for ${CALM_IDLE * 100} % idle cores over ${CALM_WINDOW_MS} ms (median ${fmtInt.format(median(calmWaits))} ms, most ${fmtInt.format(Math.max(...calmWaits))} ms; ${calmTimeouts} not idle within ${CALM_MAX_MS / 1000} s).`,
+    );
   const described = [...queues.map(({ key, a }) => ({ key, a: a.adapter })), ...stepsers];
   const rows = new Map<string, { backend: string; durable: boolean }>();
   for (const { key, a } of described) rows.set(key, { backend: a.backend, durable: a.durable });
@@ -1075,6 +1143,12 @@ async function main(): Promise<void> {
           median: r.samples.length ? median(r.samples) : null,
         })),
         failures,
+        calm: {
+          figures: calmWaits.length,
+          medianMs: calmWaits.length ? Math.round(median(calmWaits)) : null,
+          maxMs: calmWaits.length ? Math.round(Math.max(...calmWaits)) : null,
+          timedOut: calmTimeouts,
+        },
       },
       null,
       2,
