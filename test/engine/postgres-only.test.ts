@@ -161,6 +161,47 @@ describe("PostgreSQL only (spec §13)", () => {
     }
   });
 
+  it("§3.2 / §5 a fast claim carries a retried task's attempt count, epoch and first start", async () => {
+    const [store] = await machines(1);
+    const s = store!;
+    const [x] = (await s.enqueue([task({ queue: "a" })], { maxDepth: () => 100 })).map((e) => e.id);
+    const req = { workerId: "w", names: ["t"], limit: 64, leaseGraceMs: 1_000 };
+    const [first] = await s.claim({ ...req, queues: ["a"] });
+    expect(first).toMatchObject({ id: x, attempts: 1, epoch: 1, fresh: true });
+    const error = { name: "Error", message: "boom" };
+    expect(
+      await s.settle([{ kind: "retry", fence: { taskId: x!, token: first!.epoch }, delayMs: 0, error }]),
+    ).toEqual(["ok"]);
+    // A claim of another queue promotes the due timer (spec §3.4) and claims nothing, so the next
+    // claim of "a" finds the task pending and takes it in the fast form (sql.ts claimFast), which
+    // the spy below checks: a claim that promotes, or finds a lease to reclaim, goes the full way.
+    expect(await s.claim({ ...req, queues: ["b"] })).toEqual([]);
+    expect((await s.get(x!))!.status).toBe("pending");
+    const texts: string[] = [];
+    const query = pg.Client.prototype.query;
+    vi.spyOn(pg.Client.prototype, "query").mockImplementation(function (this: pg.Client, ...a: unknown[]) {
+      const q = a[0] as string | { text?: string };
+      texts.push(typeof q === "string" ? q : (q.text ?? ""));
+      return (query as (...x: unknown[]) => unknown).apply(this, a);
+    } as typeof query);
+    const [again] = await s.claim({ ...req, queues: ["a"] });
+    vi.restoreAllMocks();
+    expect(texts.filter((t) => t.includes("string_agg"))).toHaveLength(1);
+    expect(
+      texts.some((t) => /lease_until <= .* ORDER BY lease_until/s.test(t) && !t.includes("string_agg")),
+    ).toBe(false);
+    expect(again).toMatchObject({
+      id: x,
+      queue: "a",
+      attempts: 2,
+      epoch: 2,
+      fresh: false,
+      startedAt: first!.startedAt,
+      status: "running",
+    });
+    expect(again!.claimedAt).toBeGreaterThanOrEqual(first!.claimedAt!);
+  });
+
   it("§14.9 a seat release passes over a parked task another transaction woke and claimed: it never runs twice", async () => {
     const [store] = await machines(1);
     const s = store!;
