@@ -15,7 +15,9 @@
  * machine per task (read from /proc; the server must be local), the WAL written per task
  * (pg_current_wal_lsn before and after) and, when the server loads pg_stat_statements, the
  * execution time of the drain's statements per task (the extension's counters are reset before each
- * drain). With `--base`, runs alternate base, this build, base, …, `--pairs` times, and the medians
+ * drain); and on both stores how busy the machine's cores were (the share of their time not idle,
+ * /proc/stat) and the share of the drain's wall time with a claim in flight (near 100 %: the drain
+ * waits on its refills). With `--base`, runs alternate base, this build, base, …, `--pairs` times, and the medians
  * of each are printed.
  *
  * `--cold`: the tasks are enqueued by another process first (a run of this script with `--fill`), so
@@ -34,9 +36,10 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
+import type { Store } from "../src/store/store.js";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
 import { countingNoop } from "./noop.js";
-import { abBuilds, fixedOrDash, median, postgresCpuMs, threadCpuMs } from "./stats.js";
+import { abBuilds, fixedOrDash, machineTicks, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
 const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? "").split(" ").filter(Boolean);
 const POOL = Number(process.env.BENCH_POOL ?? 10);
@@ -89,6 +92,10 @@ interface Sample {
   walBytes: number | null;
   /** Execution time of the drain's statements, µs per task (only with pg_stat_statements loaded). */
   stmtUs: number | null;
+  /** Share of the machine's CPU time (all cores) not idle over the drain, from /proc/stat. */
+  machineBusy: number;
+  /** Share of the drain's wall time with a claim in flight (the store's claim calls, timed in the drain's process). */
+  claimShare: number;
 }
 
 /** Times `drain` (which resolves when N tasks have run) and reads what it cost. */
@@ -108,6 +115,8 @@ async function measure(
       )
     : false;
   const pg0 = admin ? postgresCpuMs() : 0;
+  const m0 = machineTicks();
+  claimClock.reset();
   const th0 = threadCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -115,6 +124,7 @@ async function measure(
   const ms = performance.now() - t0;
   const c = process.cpuUsage(c0);
   const th = threadCpuMs();
+  const m1 = machineTicks();
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
   const walBytes = admin ? (await wal()) - wal0 : null;
   const stmtMs = stmts
@@ -136,8 +146,35 @@ async function measure(
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
     stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
+    machineBusy: 1 - (m1.idle - m0.idle) / Math.max(1, m1.total - m0.total),
+    claimShare: claimClock.busyMs() / ms,
   };
 }
+
+/**
+ * The wall time during which at least one claim is in flight: the drain is claim-bound when this
+ * is near 1 (each refill starts as soon as the last one returns, and the buffer runs dry meanwhile).
+ */
+const claimClock = (() => {
+  let inFlight = 0;
+  let since = 0;
+  let busy = 0;
+  return {
+    reset() {
+      busy = 0;
+      since = performance.now();
+    },
+    async time<T>(p: () => Promise<T>): Promise<T> {
+      if (inFlight++ === 0) since = performance.now();
+      try {
+        return await p();
+      } finally {
+        if (--inFlight === 0) busy += performance.now() - since;
+      }
+    },
+    busyMs: () => busy + (inFlight > 0 ? performance.now() - since : 0),
+  };
+})();
 
 /**
  * One run in this process: fill (enqueue N untimed) and drain the store. With `target` (--cold),
@@ -180,6 +217,9 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
     };
     const sample = await measure(admin, schema, async () => {
       r ??= await open();
+      const store = r.store as { claim: Store["claim"] };
+      const claim = store.claim;
+      store.claim = (req) => claimClock.time(() => claim(req));
       await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
       await finished;
       const handled = performance.now();
@@ -218,11 +258,13 @@ async function floorChild(): Promise<Sample> {
       let done = 0;
       let completing: Promise<unknown> = Promise.resolve();
       while (done < N) {
-        const res = await claimer.query({
-          name: "floor-claim",
-          text: floorPgClaim(t, 500),
-          values: ["drain"],
-        });
+        const res = await claimClock.time(() =>
+          claimer.query({
+            name: "floor-claim",
+            text: floorPgClaim(t, 500),
+            values: ["drain"],
+          }),
+        );
         const rows = res.rows as { id: string; payload: string }[];
         for (const row of rows) JSON.parse(row.payload);
         done += rows.length;
@@ -297,7 +339,7 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(out.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time`,
     );
   }
 }
@@ -305,7 +347,7 @@ console.log(
   `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}${args.cold ? ", cold (a fresh worker process: open and drain)" : ""}; medians of ${PAIRS} run(s)\n`,
 );
 console.log(
-  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task | machine busy % | claim in flight % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 );
 for (const [name, dist] of builds) {
   const s = samples[name]!;
@@ -313,6 +355,6 @@ for (const [name, dist] of builds) {
   const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
   const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} | ${f(median(s.map((x) => x.machineBusy * 100)), 0)} | ${f(median(s.map((x) => x.claimShare * 100)), 0)} |`,
   );
 }

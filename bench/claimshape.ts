@@ -1,0 +1,230 @@
+/**
+ * What the parts of a PostgreSQL fast claim (src/store/postgres/sql.ts, claimFast) cost the server:
+ * the store's own statement beside variants of its text or of its table, claims alone.
+ *
+ *   npm run build && node dist/bench/claimshape.js [--tasks 61440] [--rounds 5] [--only own,-text] [--pg-url postgres://…]
+ *   (`--only` also sets the order of the variants in each round; ratios are to its first)
+ *
+ * Each variant is a fresh schema: the store migrates it, `--tasks` no-ops are enqueued (payloads
+ * shaped like the peers harness's), VACUUM ANALYZE, and the store's pool is closed; then one new
+ * connection runs claimFast(512), compiled as the store compiles it (named.ts), until every task is
+ * claimed. Nothing completes, nothing else runs. Reported per task, medians over the rounds: the
+ * client's wall time of the claims (commits and round trips included), the CPU time of every
+ * postgres process of this machine over them (from /proc; the server must be local), and that CPU
+ * as a ratio to the first variant's in the same round (the machine's speed drifts between rounds
+ * more than the variants differ). Variants:
+ * - `own`: the statement as the store sends it;
+ * - `-text`: each claimed task returned as its id alone, not the JSON of its values (claimRowText);
+ * - `name-pos`: the name as its 1-based position in :names instead of to_json(name);
+ * - `-input`: the input left out of each task's JSON;
+ * - `-findings`: the update without its guard on the findings (expired, gated, promoted);
+ * - `-ready`: the update without READY re-checked on the locked rows;
+ * - `-trigger`, `-checks`, `-rare indexes`: the table without the seat-release trigger, its CHECK
+ *   constraints, or the partial indexes a plain task never has an entry in (bench/indexes.ts; the
+ *   wake index stays, the claim's promotion searches it).
+ */
+import { parseArgs } from "node:util";
+import pg from "pg";
+import { bind, compile } from "../src/store/postgres/named.js";
+import { PostgresStore } from "../src/store/postgres/postgres-store.js";
+import { claimFast } from "../src/store/postgres/sql.js";
+import type { NewTask } from "../src/store/store.js";
+import { RARE_INDEXES } from "./indexes.js";
+import { median, postgresCpuMs } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    tasks: { type: "string", default: "61440" },
+    rounds: { type: "string", default: "5" },
+    only: { type: "string" },
+    "pg-url": {
+      type: "string",
+      default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
+  },
+});
+/** A prefetching worker's refill (a multiple of CLAIM_STEP: the store keeps one plan per size). */
+const CLAIM = 512;
+const N = Number(args.tasks);
+const ROUNDS = Number(args.rounds);
+if (!Number.isInteger(N) || N < CLAIM || N > 1_048_576 || N % CLAIM !== 0)
+  throw new Error(`--tasks must be a multiple of ${CLAIM} in [${CLAIM}, 1048576]`);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 20) throw new Error("--rounds must be in [1, 20]");
+const URL = args["pg-url"]!;
+
+/** Replaces `from` in the statement, and fails loudly if it is not there (a variant that changed nothing). */
+function edit(sql: string, from: string | RegExp, to: string, variant: string): string {
+  const out = sql.replace(from, to);
+  if (out === sql) throw new Error(`variant ${variant}: its edit no longer matches the claim's text`);
+  return out;
+}
+
+const ROW_TEXT = /concat\('\[', t\.id,[\s\S]*?'\]'\) AS r/;
+
+interface Variant {
+  name: string;
+  /** The claim's SQL (with {s} and :named parameters) for this variant. */
+  sql: (own: string) => string;
+  /** Changes to the variant's table, `t` its quoted name. */
+  table?: (t: string) => string[];
+}
+
+const ALL: Variant[] = [
+  { name: "own", sql: (s) => s },
+  { name: "-text", sql: (s) => edit(s, ROW_TEXT, "t.id::text AS r", "-text") },
+  {
+    name: "name-pos",
+    sql: (s) => edit(s, "to_json(t.name)", "array_position(:names::text[], t.name)", "name-pos"),
+  },
+  {
+    name: "-input",
+    sql: (s) => edit(s, /THEN 'null' ELSE t\.input END/, "THEN 'null' ELSE 'null' END", "-input"),
+  },
+  {
+    name: "-findings",
+    sql: (s) => edit(s, "NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ", "", "-findings"),
+  },
+  {
+    name: "-ready",
+    sql: (s) => edit(s, /AND \(t\.status = 'pending' OR[\s\S]*?t\.wake_at <= :now\)\)/, "", "-ready"),
+  },
+  {
+    name: "-trigger",
+    sql: (s) => s,
+    table: (t) => [`DROP TRIGGER ratchet_seat_release ON ${t}`],
+  },
+  {
+    name: "-checks",
+    sql: (s) => s,
+    table: (t) => [
+      `DO $$ DECLARE c text; BEGIN FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = '${t}'::regclass AND contype = 'c'
+         LOOP EXECUTE format('ALTER TABLE ${t.replaceAll("'", "''")} DROP CONSTRAINT %I', c); END LOOP; END $$`,
+    ],
+  },
+  {
+    name: "-rare indexes",
+    sql: (s) => s,
+    table: (t) =>
+      RARE_INDEXES.filter((n) => !n.endsWith("_wake")).map(
+        (n) => `DROP INDEX ${t.slice(0, t.lastIndexOf("."))}.${n}`,
+      ),
+  },
+];
+const wanted = args.only?.split(",").map((s) => s.trim());
+const VARIANTS = wanted
+  ? wanted.map((n) => {
+      const v = ALL.find((x) => x.name === n);
+      if (!v) throw new Error(`unknown variant ${n}; known: ${ALL.map((x) => x.name).join(", ")}`);
+      return v;
+    })
+  : ALL;
+
+const noop = (seq: number): NewTask => ({
+  name: "noop",
+  version: 1,
+  queue: "default",
+  input: JSON.stringify({ seq, enqueuedAt: Date.now() }),
+  priority: 0,
+  maxMs: 60_000,
+  maxAttempts: 3,
+  delayMs: 0,
+  dedupe: null,
+  job: null,
+  needs: [],
+});
+
+const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
+
+/** A fresh schema with N pending no-ops, the variant's table changes applied, analyzed. */
+async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<void> {
+  const store = new PostgresStore({ connectionString: URL, schema, poolMax: 2 });
+  try {
+    await store.migrate();
+    for (let i = 0; i < N; i += 1_024)
+      await store.enqueue(
+        Array.from({ length: Math.min(1_024, N - i) }, (_, j) => noop(i + j)),
+        { maxDepth: () => 2_000_000 },
+      );
+  } finally {
+    await store.close();
+  }
+  const t = `"${schema}".ratchet_tasks`;
+  for (const sql of v.table?.(t) ?? []) await admin.query(sql);
+  await admin.query(`VACUUM ANALYZE ${t}`);
+  // The store's backends exit: a process that ends takes its CPU time out of /proc's sum.
+  await sleep(300);
+}
+
+/** Claims of CLAIM until none is left; the client's wall time and the server's CPU, ms. */
+async function claimAll(schema: string, v: Variant): Promise<{ wallMs: number; cpuMs: number }> {
+  const compiled = compile(v.sql(claimFast(CLAIM)), `"${schema}"`);
+  const values = bind(compiled, {
+    now: null,
+    grace: 10_000,
+    worker: "claimshape",
+    queue: "default",
+    queues: ["default"],
+    names: ["noop"],
+    promote: 100,
+    limit: CLAIM,
+  });
+  const c = new pg.Client(URL);
+  await c.connect();
+  try {
+    await c.query("SELECT 1");
+    await sleep(100);
+    const cpu0 = postgresCpuMs();
+    const t0 = performance.now();
+    let claimed = 0;
+    for (let i = 0; i < N / CLAIM; i++) {
+      const res = await c.query({ name: compiled.name, text: compiled.text, values });
+      const row = res.rows[0] as { full: boolean | null; rows: string | null };
+      if (row.full) throw new Error(`variant ${v.name}: the fast claim deferred to the full one`);
+      claimed += row.rows === null ? 0 : (JSON.parse(row.rows) as unknown[]).length;
+    }
+    const wallMs = performance.now() - t0;
+    const cpuMs = postgresCpuMs() - cpu0;
+    if (claimed !== N) throw new Error(`variant ${v.name}: claimed ${claimed} of ${N}`);
+    return { wallMs, cpuMs };
+  } finally {
+    await c.end();
+  }
+}
+
+const admin = new pg.Client(URL);
+await admin.connect();
+const samples = new Map(VARIANTS.map((v) => [v.name, { wall: [] as number[], cpu: [] as number[] }]));
+const ratios = new Map(VARIANTS.map((v) => [v.name, [] as number[]]));
+try {
+  for (let round = 0; round < ROUNDS; round++) {
+    let first = 0;
+    for (const v of VARIANTS) {
+      const schema = `claimshape_${process.pid}`;
+      try {
+        await prepare(admin, schema, v);
+        const r = await claimAll(schema, v);
+        const s = samples.get(v.name)!;
+        s.wall.push((r.wallMs * 1_000) / N);
+        s.cpu.push((r.cpuMs * 1_000) / N);
+        if (v === VARIANTS[0]) first = r.cpuMs;
+        ratios.get(v.name)!.push(r.cpuMs / first);
+        console.error(
+          `round ${round + 1} ${v.name}: wall ${s.wall.at(-1)!.toFixed(2)}, server CPU ${s.cpu.at(-1)!.toFixed(2)} µs/task`,
+        );
+      } finally {
+        await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      }
+    }
+  }
+} finally {
+  await admin.end();
+}
+console.log(`\nClaims of ${CLAIM} over ${N} tasks; medians of ${ROUNDS} round(s), µs per task\n`);
+console.log(`| variant | wall | server CPU | server CPU / ${VARIANTS[0]!.name}, same round |`);
+console.log("| --- | ---: | ---: | ---: |");
+for (const v of VARIANTS) {
+  const s = samples.get(v.name)!;
+  console.log(
+    `| ${v.name} | ${median(s.wall).toFixed(2)} | ${median(s.cpu).toFixed(2)} | ${median(ratios.get(v.name)!).toFixed(3)} |`,
+  );
+}
