@@ -1,39 +1,51 @@
 /**
- * What the parts of a PostgreSQL fast claim (src/store/postgres/sql.ts, claimFast) cost the server:
- * the store's own statement beside variants of its text or of its table, claims alone.
+ * What the parts of a PostgreSQL task's two batched writes cost the server: the fast claim
+ * (src/store/postgres/sql.ts, claimFast) or the completion (holder.ts, completeManySql), each
+ * beside variants of its text or of its table, the statement alone.
  *
- *   npm run build && node dist/bench/claimshape.js [--tasks 61440] [--rounds 5] [--only own,-text] [--pg-url postgres://…]
+ *   npm run build && node dist/bench/claimshape.js [--part claim|complete] [--tasks 61440] [--rounds 5] [--only own,-text] [--pg-url postgres://…]
  *   (`--only` also sets the order of the variants in each round; ratios are to its first)
  *
  * Each variant is a fresh schema: the store migrates it, `--tasks` no-ops are enqueued (payloads
- * shaped like the peers harness's), VACUUM ANALYZE, and the store's pool is closed; then one new
- * connection runs claimFast(512), compiled as the store compiles it (named.ts), until every task is
- * claimed. Nothing completes, nothing else runs. Reported per task, medians over the rounds: the
- * client's wall time of the claims (commits and round trips included), the CPU time of every
- * postgres process of this machine over them (from /proc; the server must be local), and that CPU
- * as a ratio to the first variant's in the same round (the machine's speed drifts between rounds
- * more than the variants differ). Variants:
+ * shaped like the peers harness's), the variant's table changes are applied, VACUUM ANALYZE, and the
+ * store's pool is closed. `--part claim`: one new connection runs claimFast(512), compiled as the
+ * store compiles it (named.ts), until every task is claimed. `--part complete`: every task is first
+ * claimed (untimed, by the store's own claim), then the completions of each 512 in claim order, as
+ * a worker's settle batch sends them (results "null"), are timed. Nothing else runs. Reported per
+ * task, medians over the rounds: the client's wall time of the timed statements (commits and round
+ * trips included), the CPU time of every postgres process of this machine over them (from /proc;
+ * the server must be local), and that CPU as a ratio to the first variant's in the same round (the
+ * machine's speed drifts between rounds more than the variants differ). A variant whose edit no
+ * longer matches the statement's text fails the run. Variants of the claim:
  * - `own`: the statement as the store sends it;
  * - `-text`: each claimed task returned as its id alone, not the JSON of its values (claimRowText);
  * - `name-pos`: the name as its 1-based position in :names instead of to_json(name);
  * - `-input`: the input left out of each task's JSON;
  * - `-findings`: the update without its guard on the findings (expired, gated, promoted);
- * - `-ready`: the update without READY re-checked on the locked rows;
- * - `-trigger`, `-checks`, `-rare indexes`: the table without the seat-release trigger, its CHECK
- *   constraints, or the partial indexes a plain task never has an entry in (bench/indexes.ts; the
- *   wake index stays, the claim's promotion searches it).
+ * - `-ready`: the update without READY re-checked on the locked rows.
+ * Of the completion:
+ * - `own`: the statement as a worker's first settle statement sends it (plain completions);
+ * - `-counts`: without the queue counter's upsert;
+ * - `-result`: the result a constant, not sliced out of the batch's text;
+ * - `-returning`: the count alone returned, not the rows with more to do;
+ * - `-fence`: without the epoch test (measurement only: the fence is spec §3.7).
+ * Of the table, for both: `-trigger`, `-checks`, `-rare indexes`: without the seat-release trigger,
+ * its CHECK constraints, or the partial indexes a plain task never has an entry in
+ * (bench/indexes.ts; the wake index stays, the claim's promotion searches it).
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
+import { completeManySql, resultSlices, sortedUnique } from "../src/store/postgres/holder.js";
 import { bind, compile } from "../src/store/postgres/named.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { claimFast } from "../src/store/postgres/sql.js";
-import type { NewTask } from "../src/store/store.js";
+import type { NewTask, Settlement } from "../src/store/store.js";
 import { RARE_INDEXES } from "./indexes.js";
 import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
+    part: { type: "string", default: "claim" },
     tasks: { type: "string", default: "61440" },
     rounds: { type: "string", default: "5" },
     only: { type: "string" },
@@ -51,11 +63,13 @@ if (!Number.isInteger(N) || N < CLAIM || N > 1_048_576 || N % CLAIM !== 0)
   throw new Error(`--tasks must be a multiple of ${CLAIM} in [${CLAIM}, 1048576]`);
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1 || ROUNDS > 20) throw new Error("--rounds must be in [1, 20]");
 const URL = args["pg-url"]!;
+const PART = args.part;
+if (PART !== "claim" && PART !== "complete") throw new Error("--part is claim or complete");
 
 /** Replaces `from` in the statement, and fails loudly if it is not there (a variant that changed nothing). */
 function edit(sql: string, from: string | RegExp, to: string, variant: string): string {
   const out = sql.replace(from, to);
-  if (out === sql) throw new Error(`variant ${variant}: its edit no longer matches the claim's text`);
+  if (out === sql) throw new Error(`variant ${variant}: its edit no longer matches the statement's text`);
   return out;
 }
 
@@ -63,31 +77,13 @@ const ROW_TEXT = /concat\('\[', t\.id,[\s\S]*?'\]'\) AS r/;
 
 interface Variant {
   name: string;
-  /** The claim's SQL (with {s} and :named parameters) for this variant. */
+  /** The part's SQL (with {s} and :named parameters) for this variant. */
   sql: (own: string) => string;
   /** Changes to the variant's table, `t` its quoted name. */
   table?: (t: string) => string[];
 }
 
-const ALL: Variant[] = [
-  { name: "own", sql: (s) => s },
-  { name: "-text", sql: (s) => edit(s, ROW_TEXT, "t.id::text AS r", "-text") },
-  {
-    name: "name-pos",
-    sql: (s) => edit(s, "to_json(t.name)", "array_position(:names::text[], t.name)", "name-pos"),
-  },
-  {
-    name: "-input",
-    sql: (s) => edit(s, /THEN 'null' ELSE t\.input END/, "THEN 'null' ELSE 'null' END", "-input"),
-  },
-  {
-    name: "-findings",
-    sql: (s) => edit(s, "NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ", "", "-findings"),
-  },
-  {
-    name: "-ready",
-    sql: (s) => edit(s, /AND \(t\.status = 'pending' OR[\s\S]*?t\.wake_at <= :now\)\)/, "", "-ready"),
-  },
+const TABLE: Variant[] = [
   {
     name: "-trigger",
     sql: (s) => s,
@@ -110,6 +106,56 @@ const ALL: Variant[] = [
       ),
   },
 ];
+const CLAIM_VARIANTS: Variant[] = [
+  { name: "own", sql: (s) => s },
+  { name: "-text", sql: (s) => edit(s, ROW_TEXT, "t.id::text AS r", "-text") },
+  {
+    name: "name-pos",
+    sql: (s) => edit(s, "to_json(t.name)", "array_position(:names::text[], t.name)", "name-pos"),
+  },
+  {
+    name: "-input",
+    sql: (s) => edit(s, /THEN 'null' ELSE t\.input END/, "THEN 'null' ELSE 'null' END", "-input"),
+  },
+  {
+    name: "-findings",
+    sql: (s) => edit(s, "NOT (SELECT expired OR gated OR promoted > 0 FROM f) AND ", "", "-findings"),
+  },
+  {
+    name: "-ready",
+    sql: (s) => edit(s, /AND \(t\.status = 'pending' OR[\s\S]*?t\.wake_at <= :now\)\)/, "", "-ready"),
+  },
+  ...TABLE,
+];
+const COMPLETE_VARIANTS: Variant[] = [
+  { name: "own", sql: (s) => s },
+  {
+    name: "-counts",
+    sql: (s) => edit(s, /counted AS \([\s\S]*?RETURNING 1\),/, "", "-counts"),
+  },
+  {
+    name: "-result",
+    sql: (s) =>
+      edit(s, /result = convert_from\([\s\S]*?'UTF8'\), ended_at/, "result = 'null', ended_at", "-result"),
+  },
+  {
+    name: "-returning",
+    sql: (s) =>
+      edit(
+        s,
+        /SELECT n\.applied, d\.id[\s\S]*$/,
+        "SELECT n.applied, NULL::bigint AS id, 0 AS token, 0 AS dependents, false AS tree FROM n",
+        "-returning",
+      ),
+  },
+  {
+    name: "-fence",
+    sql: (s) =>
+      edit(s, /AND t\.epoch = \(:tokens::int\[\]\)\[width_bucket\(t\.id, :ids::bigint\[\]\)\]/, "", "-fence"),
+  },
+  ...TABLE,
+];
+const ALL = PART === "claim" ? CLAIM_VARIANTS : COMPLETE_VARIANTS;
 const wanted = args.only?.split(",").map((s) => s.trim());
 const VARIANTS = wanted
   ? wanted.map((n) => {
@@ -155,9 +201,11 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
   await sleep(300);
 }
 
-/** Claims of CLAIM until none is left; the client's wall time and the server's CPU, ms. */
-async function claimAll(schema: string, v: Variant): Promise<{ wallMs: number; cpuMs: number }> {
-  const compiled = compile(v.sql(claimFast(CLAIM)), `"${schema}"`);
+type Completion = Extract<Settlement, { kind: "complete" }>;
+
+/** Runs the claim `sql` (a variant's or the store's own) on `c`: the claimed tasks' tuples (sql.ts claimRowText). */
+function claimer(c: pg.Client, sql: string, schema: string, variant: string) {
+  const compiled = compile(sql, `"${schema}"`);
   const values = bind(compiled, {
     now: null,
     grace: 10_000,
@@ -168,23 +216,58 @@ async function claimAll(schema: string, v: Variant): Promise<{ wallMs: number; c
     promote: 100,
     limit: CLAIM,
   });
+  return async (): Promise<unknown[][]> => {
+    const res = await c.query({ name: compiled.name, text: compiled.text, values });
+    const row = res.rows[0] as { full: boolean | null; rows: string | null };
+    if (row.full) throw new Error(`variant ${variant}: the fast claim deferred to the full one`);
+    return row.rows === null ? [] : (JSON.parse(row.rows) as unknown[][]);
+  };
+}
+
+/**
+ * The timed statements of the part on one new connection (for completions, every task claimed
+ * first, untimed): the client's wall time and the server's CPU, ms.
+ */
+async function timed(schema: string, v: Variant): Promise<{ wallMs: number; cpuMs: number }> {
   const c = new pg.Client(URL);
   await c.connect();
   try {
+    const claim = claimer(c, PART === "claim" ? v.sql(claimFast(CLAIM)) : claimFast(CLAIM), schema, v.name);
+    const batches: Completion[][] = [];
+    if (PART === "complete")
+      for (let i = 0; i < N / CLAIM; i++)
+        batches.push(
+          (await claim()).map((t) => ({
+            kind: "complete",
+            fence: { taskId: t[0] as number, token: t[7] as number },
+            result: "null",
+          })),
+        );
+    const complete = compile(v.sql(completeManySql(true)), `"${schema}"`);
     await c.query("SELECT 1");
     await sleep(100);
     const cpu0 = postgresCpuMs();
     const t0 = performance.now();
-    let claimed = 0;
-    for (let i = 0; i < N / CLAIM; i++) {
-      const res = await c.query({ name: compiled.name, text: compiled.text, values });
-      const row = res.rows[0] as { full: boolean | null; rows: string | null };
-      if (row.full) throw new Error(`variant ${v.name}: the fast claim deferred to the full one`);
-      claimed += row.rows === null ? 0 : (JSON.parse(row.rows) as unknown[]).length;
-    }
+    let done = 0;
+    if (PART === "claim") for (let i = 0; i < N / CLAIM; i++) done += (await claim()).length;
+    else
+      for (const batch of batches) {
+        const unique = sortedUnique(batch);
+        const values = bind(complete, {
+          now: null,
+          ids: unique.map((x) => x.fence.taskId),
+          tokens: unique.map((x) => x.fence.token),
+          ...resultSlices(unique),
+          shard: 0,
+          total: batch.length,
+        });
+        const res = await c.query({ name: complete.name, text: complete.text, values });
+        done += (res.rows[0] as { applied: number }).applied;
+      }
     const wallMs = performance.now() - t0;
     const cpuMs = postgresCpuMs() - cpu0;
-    if (claimed !== N) throw new Error(`variant ${v.name}: claimed ${claimed} of ${N}`);
+    if (done !== N)
+      throw new Error(`variant ${v.name}: ${PART === "claim" ? "claimed" : "completed"} ${done} of ${N}`);
     return { wallMs, cpuMs };
   } finally {
     await c.end();
@@ -202,7 +285,7 @@ try {
       const schema = `claimshape_${process.pid}`;
       try {
         await prepare(admin, schema, v);
-        const r = await claimAll(schema, v);
+        const r = await timed(schema, v);
         const s = samples.get(v.name)!;
         s.wall.push((r.wallMs * 1_000) / N);
         s.cpu.push((r.cpuMs * 1_000) / N);
@@ -219,7 +302,9 @@ try {
 } finally {
   await admin.end();
 }
-console.log(`\nClaims of ${CLAIM} over ${N} tasks; medians of ${ROUNDS} round(s), µs per task\n`);
+console.log(
+  `\n${PART === "claim" ? "Claims" : "Completions"} of ${CLAIM} over ${N} tasks; medians of ${ROUNDS} round(s), µs per task\n`,
+);
 console.log(`| variant | wall | server CPU | server CPU / ${VARIANTS[0]!.name}, same round |`);
 console.log("| --- | ---: | ---: | ---: |");
 for (const v of VARIANTS) {

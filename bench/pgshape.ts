@@ -25,6 +25,10 @@
  * - `narrow`: a sketch of the hot columns (status, order, attempts, epoch, lease and times) in a
  *   table of their own with the ready, lease and ended indexes; the claim reads the input from the
  *   wide row by primary key, the completion writes only the hot row;
+ * - `archive`: the bare claim, and a completion that moves the row out instead of rewriting it: a
+ *   DELETE of the running rows and an INSERT of their terminal record into a table of its own (the
+ *   primary key and an index on the end time): what ending a task would cost if finished tasks
+ *   lived apart from live ones;
  * - `bare enum`, `ratchet enum`: status and outcome as enum types instead of text, after the tasks
  *   are enqueued (the enqueue functions insert text); each index, CHECK and trigger that names them
  *   made again from its own definition: whether the text comparisons of status in every partial
@@ -71,7 +75,7 @@ const CLAIM = 512;
 interface Variant {
   name: string;
   /** Whose statements: the store's own, the bare two UPDATEs, floor-pg's, or the narrow sketch's. */
-  kind: "own" | "bare" | "floor" | "narrow";
+  kind: "own" | "bare" | "floor" | "narrow" | "archive";
   fillfactor?: number;
   drop?: string[];
   noChecks?: boolean;
@@ -104,6 +108,7 @@ const ALL: Variant[] = [
   { name: "bare -lease -ended", kind: "bare", drop: ["ratchet_tasks_lease", "ratchet_tasks_ended"] },
   { name: "bare -checks", kind: "bare", noChecks: true },
   { name: "narrow", kind: "narrow" },
+  { name: "archive", kind: "archive" },
   { name: "bare slim", kind: "bare", slim: true },
   { name: "bare -rare indexes", kind: "bare", drop: RARE_INDEXES },
   { name: "bare -lock", kind: "bare", noLock: true },
@@ -177,6 +182,16 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
     await admin.query(`CREATE INDEX ON ${t} (queue, order_key, id) WHERE status = 'pending'`);
     await admin.query(`CREATE INDEX ON ${t} (lease_until) WHERE status = 'running'`);
     await admin.query(`CREATE INDEX ON ${t} (ended_at) WHERE status = 'terminal'`);
+  }
+  if (v.kind === "archive") {
+    const d = `"${schema}".done`;
+    await admin.query(
+      `CREATE TABLE ${d} (id bigint PRIMARY KEY, queue text NOT NULL, name text NOT NULL, version integer NOT NULL,
+         input text NOT NULL, outcome text NOT NULL, result text, priority integer NOT NULL, attempts integer NOT NULL,
+         max_attempts integer NOT NULL, epoch integer NOT NULL, created_at bigint NOT NULL, started_at bigint,
+         claimed_at bigint, ended_at bigint NOT NULL)`,
+    );
+    await admin.query(`CREATE INDEX ON ${d} (ended_at)`);
   }
   if (v.kind === "narrow") {
     // The hot columns in a table of their own, with the three indexes a task's claim and completion
@@ -330,7 +345,12 @@ async function drainOwn(schema: string): Promise<[number, number]> {
   }
 }
 
-async function drainBare(c: pg.Client, schema: string, v: Variant): Promise<[number, number]> {
+async function drainBare(
+  c: pg.Client,
+  schema: string,
+  v: Variant,
+  complete?: (ids: string[]) => Promise<unknown>,
+): Promise<[number, number]> {
   const t = `"${schema}".ratchet_tasks`;
   return timedDrain(
     async () => {
@@ -347,15 +367,34 @@ async function drainBare(c: pg.Client, schema: string, v: Variant): Promise<[num
       });
       return (res.rows as { id: string }[]).map((r) => r.id);
     },
-    async (ids) => {
-      await c.query({
-        name: `bare-complete-${schema}`,
-        text: `UPDATE ${t} SET status = 'terminal', outcome = 'completed', result = 'null', ended_at = $2::bigint,
+    complete ??
+      (async (ids) => {
+        await c.query({
+          name: `bare-complete-${schema}`,
+          text: `UPDATE ${t} SET status = 'terminal', outcome = 'completed', result = 'null', ended_at = $2::bigint,
                lease_until = NULL, locked_by = NULL, updated_at = $2::bigint
              WHERE id = ANY($1::bigint[]) AND status = 'running'`,
-        values: [ids, Date.now()],
-      });
-    },
+          values: [ids, Date.now()],
+        });
+      }),
+  );
+}
+
+/** The bare claim, and completions that move the rows to the table of finished tasks (see `archive`). */
+async function drainArchive(c: pg.Client, schema: string, v: Variant): Promise<[number, number]> {
+  const t = `"${schema}".ratchet_tasks`;
+  const d = `"${schema}".done`;
+  return drainBare(c, schema, v, (ids) =>
+    c.query({
+      name: `archive-complete-${schema}`,
+      text: `WITH x AS (DELETE FROM ${t} WHERE id = ANY($1::bigint[]) AND status = 'running'
+               RETURNING id, queue, name, version, input, priority, attempts, max_attempts, epoch, created_at, started_at, claimed_at)
+             INSERT INTO ${d} (id, queue, name, version, input, outcome, result, priority, attempts, max_attempts, epoch,
+               created_at, started_at, claimed_at, ended_at)
+             SELECT id, queue, name, version, input, 'completed', 'null', priority, attempts, max_attempts, epoch,
+               created_at, started_at, claimed_at, $2::bigint FROM x`,
+      values: [ids, Date.now()],
+    }),
   );
 }
 
@@ -378,7 +417,11 @@ try {
       let [claimMs, restMs] =
         v.kind === "own"
           ? await drainOwn(schema)
-          : await { bare: drainBare, floor: drainFloor, narrow: drainNarrow }[v.kind](admin, schema, v);
+          : await { bare: drainBare, floor: drainFloor, narrow: drainNarrow, archive: drainArchive }[v.kind](
+              admin,
+              schema,
+              v,
+            );
       const cpuMs = postgresCpuMs() - cpu0;
       if (statements) {
         const rows = (
