@@ -189,7 +189,7 @@ export class Ratchet {
     const store =
       typeof options.store === "object" && options.store !== null
         ? options.store
-        : openStore(options.store ?? "sqlite:./ratchet.db", o.clock, options.synchronous, {
+        : await openStore(options.store ?? "sqlite:./ratchet.db", o.clock, options.synchronous, {
             ...options.postgres,
             // PostgreSQL uses the database clock unless a clock was given explicitly (tests).
             clock: options.clock,
