@@ -40,7 +40,7 @@ import { bind, compile } from "../src/store/postgres/named.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { claimFast } from "../src/store/postgres/sql.js";
 import type { NewTask, Settlement } from "../src/store/store.js";
-import { RARE_INDEXES } from "./indexes.js";
+import { dropChecks, RARE_INDEXES } from "./indexes.js";
 import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -81,6 +81,8 @@ interface Variant {
   sql: (own: string) => string;
   /** Changes to the variant's table, `t` its quoted name. */
   table?: (t: string) => string[];
+  /** Changes to the variant's table made through the admin connection. */
+  tables?: (c: pg.Client, t: string) => Promise<void>;
 }
 
 const TABLE: Variant[] = [
@@ -89,14 +91,7 @@ const TABLE: Variant[] = [
     sql: (s) => s,
     table: (t) => [`DROP TRIGGER ratchet_seat_release ON ${t}`],
   },
-  {
-    name: "-checks",
-    sql: (s) => s,
-    table: (t) => [
-      `DO $$ DECLARE c text; BEGIN FOR c IN SELECT conname FROM pg_constraint WHERE conrelid = '${t}'::regclass AND contype = 'c'
-         LOOP EXECUTE format('ALTER TABLE ${t.replaceAll("'", "''")} DROP CONSTRAINT %I', c); END LOOP; END $$`,
-    ],
-  },
+  { name: "-checks", sql: (s) => s, tables: dropChecks },
   {
     name: "-rare indexes",
     sql: (s) => s,
@@ -196,6 +191,7 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
   }
   const t = `"${schema}".ratchet_tasks`;
   for (const sql of v.table?.(t) ?? []) await admin.query(sql);
+  await v.tables?.(admin, t);
   await admin.query(`VACUUM ANALYZE ${t}`);
   // The store's backends exit: a process that ends takes its CPU time out of /proc's sum.
   await sleep(300);

@@ -49,7 +49,7 @@ import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
-import { RARE_INDEXES } from "./indexes.js";
+import { dropChecks, RARE_INDEXES } from "./indexes.js";
 import { median, postgresCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -157,14 +157,7 @@ async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<vo
     if (v.fillfactor) await admin.query(`ALTER TABLE ${t} SET (fillfactor = ${v.fillfactor})`);
     for (const ix of v.drop ?? []) await admin.query(`DROP INDEX "${schema}".${ix}`);
     if (v.noTrigger) await admin.query(`DROP TRIGGER ratchet_seat_release ON ${t}`);
-    if (v.noChecks) {
-      const cs = await admin.query(
-        "SELECT conname FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'c'",
-        [t],
-      );
-      for (const c of cs.rows as { conname: string }[])
-        await admin.query(`ALTER TABLE ${t} DROP CONSTRAINT "${c.conname}"`);
-    }
+    if (v.noChecks) await dropChecks(admin, t);
     for (let i = 0; i < N; i += 1_000)
       await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
     // After the rows are in: the enqueue functions insert text.
