@@ -5,6 +5,7 @@
  *   npm run build && node dist/bench/drain.js --store pg [--tasks 60000] [--pairs 5] [--prefetch 500] [--base /abs/other/dist]
  *   node dist/bench/drain.js --store pg --floor [--tasks 60000] [--pairs 3]
  *   node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 [--base …]   # a fresh worker, as in W2
+ *   node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 6 --free-completions
  *
  * Each run is a fresh process: it opens Ratchet (from this build's dist/, or `--base`'s), enqueues
  * `--tasks` no-ops in batches of 1,000 (untimed; PostgreSQL: a fresh schema, VACUUM ANALYZE after),
@@ -24,6 +25,11 @@
  * the drain's process opens Ratchet and drains as a fresh worker does (the peers harness's W2), its
  * JIT warming up on the drain itself; the clock then also covers `Ratchet.open`. The process CPU is
  * given split into its main thread and its other threads (V8's optimizing compiler and GC helpers).
+ *
+ * `--free-completions`: runs alternate this build as it is and the same with every batch of plain
+ * completions answered "ok" at once, unwritten (the drain then ends at its last handler: read the
+ * handlers' rate): how fast the drain could go if completing a task cost nothing, the bound on what
+ * any cheaper completion (another table shape, another statement) could give.
  *
  * Environment: BENCH_POOL sets the PostgreSQL pool's size (default 10, as in the peers harness);
  * BENCH_CHILD_NODE_ARGS passes node flags to each drain's process (not the fills), e.g.
@@ -59,6 +65,8 @@ const { values: args } = parseArgs({
     child: { type: "string" },
     floor: { type: "boolean", default: false },
     cold: { type: "boolean", default: false },
+    /** Completions answered "ok" without a statement: the most any completion design could give. */
+    "free-completions": { type: "boolean", default: false },
     /** With --child: the file or schema to use (--cold), and whether this run only fills it. */
     target: { type: "string" },
     fill: { type: "boolean", default: false },
@@ -73,6 +81,9 @@ if (!Number.isInteger(PAIRS) || PAIRS < 1 || PAIRS > 50) throw new Error("--pair
 if (args.floor && args.store !== "pg") throw new Error("--floor runs on PostgreSQL only (--store pg)");
 if (args.floor && args.base) throw new Error("--floor and --base do not go together");
 if (args.floor && args.cold) throw new Error("--floor and --cold do not go together");
+if (args["free-completions"] && (args.floor || args.base))
+  throw new Error("--free-completions measures this build against itself: no --floor or --base");
+const FREE = args["free-completions"];
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** This build's dist/ (this file runs as dist/bench/drain.js). */
@@ -217,14 +228,24 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
     };
     const sample = await measure(admin, schema, async () => {
       r ??= await open();
-      const store = r.store as { claim: Store["claim"] };
+      const store = r.store as { claim: Store["claim"]; settle: Store["settle"] };
       const claim = store.claim;
       store.claim = (req) => claimClock.time(() => claim(req));
+      if (FREE) {
+        // A batch of plain completions (every task of the drain) is answered at once, unwritten;
+        // anything else (none here) still goes to the store.
+        const settle = store.settle;
+        store.settle = async (items) =>
+          items.every((s) => s.kind === "complete" && s.fence.mode !== "abort")
+            ? items.map(() => "ok" as const)
+            : settle(items);
+      }
       await r.start({ concurrency: 16, prefetch: Number(args.prefetch) });
       await finished;
       const handled = performance.now();
-      // Settled: the last settlements commit after the last handler returns.
-      while ((await live()) > 0) await new Promise((res) => setTimeout(res, 2));
+      // Settled: the last settlements commit after the last handler returns (with free completions
+      // nothing is written: the drain ends at the last handler, and the tasks stay running).
+      while (!FREE && (await live()) > 0) await new Promise((res) => setTimeout(res, 2));
       return handled;
     });
     await r!.close();
@@ -292,7 +313,15 @@ if (args.child) {
   process.exit(0);
 }
 
-const builds: [string, string][] = args.floor ? [["floor", "floor"]] : abBuilds(args.base, OWN);
+// --free-completions: this build as it is and with free completions, alternating (no --base).
+const builds: [string, string][] = args.floor
+  ? [["floor", "floor"]]
+  : FREE
+    ? [
+        ["this", OWN],
+        ["free completions", OWN],
+      ]
+    : abBuilds(args.base, OWN);
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
 const f = fixedOrDash;
 for (let i = 0; i < PAIRS; i++) {
@@ -306,6 +335,7 @@ for (let i = 0; i < PAIRS; i++) {
       args.prefetch!,
       "--pg-url",
       args["pg-url"]!,
+      ...(name === "free completions" ? ["--free-completions"] : []),
     ];
     // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS (see the header).
     const run = (extra: string[]) => {

@@ -3,13 +3,14 @@
  * memory at once (the real SQLite store, in memory, serves everything else), so what a drain costs
  * here is the worker's code (driver, executor, invocations, the settle Batcher) and its JIT and GC.
  *
- *   npm run build && node dist/bench/engine.js [--tasks 20000] [--pairs 5] [--base /abs/other/dist] [--heap]
+ *   npm run build && node dist/bench/engine.js [--tasks 20000] [--pairs 5] [--base /abs/other/dist] [--heap [--sites 20]]
  *
  * Each run is a fresh process (the JIT warms up on the drain, as a fresh worker's does) that opens a
  * Ratchet of a build's dist/ and times `start({ concurrency: 16, prefetch: 500 })` until N no-op
  * handlers have run. Reported per task: the process's CPU, split into the main thread and the
  * others (V8's optimizing compiler, GC helpers); with `--heap`, the bytes allocated, from V8's
- * sampling heap profiler (every 256 bytes; it slows the run, so its CPU figures are not comparable).
+ * sampling heap profiler (every 256 bytes; it slows the run, so its CPU figures are not comparable),
+ * and with `--sites n` the n allocation sites (function, file:line) that allocated the most.
  * With `--base`, runs alternate base, this build, …, `--pairs` times; medians are printed.
  */
 import { spawnSync } from "node:child_process";
@@ -27,6 +28,8 @@ const { values: args } = parseArgs({
     pairs: { type: "string", default: "5" },
     base: { type: "string" },
     heap: { type: "boolean", default: false },
+    /** With --heap: print this many allocation sites (function, file:line), most bytes first. */
+    sites: { type: "string", default: "0" },
     child: { type: "string" },
   },
 });
@@ -35,6 +38,8 @@ const PAIRS = Number(args.pairs);
 if (!Number.isInteger(N) || N < 1_000 || N > 10_000_000)
   throw new Error("--tasks must be in [1000, 10000000]");
 if (!Number.isInteger(PAIRS) || PAIRS < 1 || PAIRS > 50) throw new Error("--pairs must be in [1, 50]");
+const SITES = Number(args.sites);
+if (!Number.isInteger(SITES) || SITES < 0 || SITES > 1_000) throw new Error("--sites must be in [0, 1000]");
 const OWN = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 interface Sample {
@@ -146,6 +151,18 @@ async function child(dist: string): Promise<Sample> {
   if (args.heap) {
     const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: HeapNode } };
     bytes = allocated(profile.head) / N;
+    if (SITES > 0) {
+      const by = new Map<string, number>();
+      const walk = (n: HeapNode) => {
+        const f = n.callFrame;
+        const k = `${f.functionName || "(anonymous)"} ${f.url.split("/").slice(-2).join("/")}:${f.lineNumber + 1}`;
+        by.set(k, (by.get(k) ?? 0) + n.selfSize);
+        for (const c of n.children) walk(c);
+      };
+      walk(profile.head);
+      for (const [k, b] of [...by].sort((x, y) => y[1] - x[1]).slice(0, SITES))
+        process.stderr.write(`${(b / N).toFixed(0).padStart(6)} B/task  ${k}\n`);
+    }
   }
   await r.close();
   return {
@@ -159,6 +176,7 @@ async function child(dist: string): Promise<Sample> {
 
 interface HeapNode {
   selfSize: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
   children: HeapNode[];
 }
 const allocated = (n: HeapNode): number => n.children.reduce((sum, c) => sum + allocated(c), n.selfSize);
@@ -179,7 +197,7 @@ for (let i = 0; i < PAIRS; i++) {
         fileURLToPath(import.meta.url),
         "--tasks",
         String(N),
-        ...(args.heap ? ["--heap"] : []),
+        ...(args.heap ? ["--heap", "--sites", String(args.sites)] : []),
         "--child",
         dist,
       ],
@@ -188,6 +206,7 @@ for (let i = 0; i < PAIRS; i++) {
     if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);
     const s = JSON.parse(res.stdout.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
+    if (res.stderr) process.stderr.write(res.stderr);
     console.error(
       `${name} ${f(s.rate, 0)} tasks/s, ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)})${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B/task`}`,
     );

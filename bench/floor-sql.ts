@@ -9,15 +9,16 @@ interface Querier {
 }
 
 /**
- * A new schema with floor-pg's table holding `n` jobs (a multiple of 1,000; payloads shaped like the
- * harness's), vacuumed and analyzed: drain.js --floor and pgshape's floor-pg variant start from it.
+ * A new schema with floor-pg's table (or with `lease`, floor-lease-pg's) holding `n` jobs (a multiple
+ * of 1,000; payloads shaped like the harness's), vacuumed and analyzed: drain.js --floor, pgshape's
+ * floor-pg variant and claimshape's floor-lease variant start from it.
  */
-export async function fillFloorPg(c: Querier, schema: string, n: number): Promise<void> {
+export async function fillFloorPg(c: Querier, schema: string, n: number, lease = false): Promise<void> {
   const t = `"${schema}".floor_jobs`;
   await c.query(`CREATE SCHEMA "${schema}"`);
-  for (const sql of floorPgSchema(t)) await c.query(sql);
+  for (const sql of lease ? floorLeaseSchema(t) : floorPgSchema(t)) await c.query(sql);
   for (let i = 0; i < n; i += 1_000)
-    await c.query(floorPgInsert(t), [
+    await c.query(lease ? floorLeaseInsert(t) : floorPgInsert(t), [
       Array.from({ length: 1_000 }, (_, j) => JSON.stringify({ seq: i + j, enqueuedAt: Date.now() })),
     ]);
   await c.query(`VACUUM ANALYZE ${t}`);
