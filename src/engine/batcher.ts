@@ -30,6 +30,8 @@ export class Batcher<T, R> {
   #scheduled = false;
   /** Writes in flight: what arrives while they are goes into the next one, together. */
   #writing = 0;
+  /** What must wait for a second write to open while one is in flight (see send). */
+  readonly #half: number;
 
   constructor(
     private readonly write: (items: T[]) => Promise<R[]>,
@@ -40,6 +42,7 @@ export class Batcher<T, R> {
       throw new RangeError("maxBatch must be a positive integer");
     if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8)
       throw new RangeError("lanes must be an integer in [1, 8]");
+    this.#half = maxBatch / 2;
   }
 
   submit(item: T): Promise<R> {
@@ -52,11 +55,25 @@ export class Batcher<T, R> {
    * `ctx` back, so one function serves every item.
    */
   send<C>(item: T, done: Done<R, C>, ctx: C): void {
-    this.#items.push(item);
+    // Every load and comparison of the test below runs on every call: its second lane's half (the
+    // count, a second read of #writing, the lanes, the comparisons) was reached by no call while
+    // the first lane was the only one writing, so V8 optimized it without type feedback and threw
+    // the optimized code away the first time a second write could open. In a fresh PostgreSQL
+    // worker that deoptimized the executor's settle and the two functions it is inlined into
+    // (`--trace-deopt`: "Insufficient type feedback for generic keyed access", then "… for compare
+    // operation" at that test), and each was compiled again. With this, the one in fill (driver.ts)
+    // and the empty claim's array (postgres/claim.ts), a W2 worker of the peers harness had none of
+    // Ratchet's functions deoptimized in three runs, against 2–5 before; ten alternating pairs of
+    // cold drains (`node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 10 --base …`):
+    // 17.4 → 17.1 µs of worker CPU per task, within the machine's noise.
+    const waiting = this.#items.push(item);
     this.#dones.push(done as Done<R, unknown>);
     this.#ctxs.push(ctx);
     if (this.#scheduled) return;
-    if (this.#writing === 0 || (this.#writing < this.lanes && this.#items.length >= this.maxBatch / 2)) {
+    const idle = this.#writing === 0;
+    const laneFree = this.#writing < this.lanes;
+    const enough = waiting >= this.#half;
+    if (idle || (laneFree && enough)) {
       this.#scheduled = true;
       setImmediate(() => void this.#flush());
     }

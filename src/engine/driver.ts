@@ -214,7 +214,10 @@ export class Driver {
   /** A settlement (or a release) of this driver committed, or failed. */
   #settledOne(): void {
     this.#unsettled--;
-    if (this.#backedUp && this.#settling <= this.#backlog / 2) {
+    // Computed whether or not the claims are held back, so that its loads and comparison have type
+    // feedback before the first backlog of a fresh worker (see fill).
+    const relieved = this.#settling <= this.#backlog / 2;
+    if (this.#backedUp && relieved) {
       this.#backedUp = false;
       this.#o.wakeup.notify();
     }
@@ -251,8 +254,10 @@ export class Driver {
     // A refill in a few sizes (CLAIM_STEP); the rest waits for the next one.
     if (room > CLAIM_STEP && prefetch > 0) room -= room % CLAIM_STEP;
     if (room <= 0) return started;
-    // spec §8.9.
-    if (this.#settling >= this.#backlog) this.#backedUp = true;
+    // spec §8.9. The flag is written whenever it is clear, not only when the backlog is reached:
+    // a store that no call had reached before V8 optimized fill() deoptimized it the first time the
+    // settlements fell behind in a fresh worker ("Insufficient type feedback", `--trace-deopt`).
+    if (!this.#backedUp) this.#backedUp = this.#settling >= this.#backlog;
     if (this.#backedUp) return started;
     const names = this.#o.names();
     const queues = this.#o.queues();
