@@ -31,6 +31,9 @@
  * handlers' rate): how fast the drain could go if completing a task cost nothing, the bound on what
  * any cheaper completion (another table shape, another statement) could give.
  *
+ * `--heap [--sites n]`: the bytes the drain's process allocated per task (bench/heap.ts), and its n
+ * allocation sites that allocated the most, on stderr; its CPU figures then do not compare.
+ *
  * Environment: BENCH_POOL sets the PostgreSQL pool's size (default 10, as in the peers harness);
  * BENCH_CHILD_NODE_ARGS passes node flags to each drain's process (not the fills), e.g.
  * `--cpu-prof --cpu-prof-dir=/tmp/prof` (node refuses --cpu-prof in NODE_OPTIONS).
@@ -44,6 +47,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import type { Store } from "../src/store/store.js";
 import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
+import { sampleAllocations, siteLines } from "./heap.js";
 import { countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, machineTicks, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
@@ -67,6 +71,10 @@ const { values: args } = parseArgs({
     cold: { type: "boolean", default: false },
     /** Completions answered "ok" without a statement: the most any completion design could give. */
     "free-completions": { type: "boolean", default: false },
+    /** Bytes allocated in the drain's process per task (bench/heap.ts; its CPU figures then do not compare). */
+    heap: { type: "boolean", default: false },
+    /** With --heap: print this many allocation sites, most bytes first. */
+    sites: { type: "string", default: "0" },
     /** With --child: the file or schema to use (--cold), and whether this run only fills it. */
     target: { type: "string" },
     fill: { type: "boolean", default: false },
@@ -84,6 +92,9 @@ if (args.floor && args.cold) throw new Error("--floor and --cold do not go toget
 if (args["free-completions"] && (args.floor || args.base))
   throw new Error("--free-completions measures this build against itself: no --floor or --base");
 const FREE = args["free-completions"];
+const SITES = Number(args.sites);
+if (!Number.isInteger(SITES) || SITES < 0 || SITES > 1_000) throw new Error("--sites must be in [0, 1000]");
+if (args.heap && args.floor) throw new Error("--heap measures Ratchet, not --floor");
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 /** This build's dist/ (this file runs as dist/bench/drain.js). */
@@ -107,6 +118,8 @@ interface Sample {
   machineBusy: number;
   /** Share of the drain's wall time with a claim in flight (the store's claim calls, timed in the drain's process). */
   claimShare: number;
+  /** Bytes allocated in the drain's process per task (--heap), else null. */
+  bytes: number | null;
 }
 
 /** Times `drain` (which resolves when N tasks have run) and reads what it cost. */
@@ -128,6 +141,7 @@ async function measure(
   const pg0 = admin ? postgresCpuMs() : 0;
   const m0 = machineTicks();
   claimClock.reset();
+  const stop = args.heap ? await sampleAllocations() : undefined;
   const th0 = threadCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -136,6 +150,8 @@ async function measure(
   const c = process.cpuUsage(c0);
   const th = threadCpuMs();
   const m1 = machineTicks();
+  const heap = stop ? await stop() : undefined;
+  if (heap && SITES > 0) process.stderr.write(siteLines(heap, N, SITES));
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
   const walBytes = admin ? (await wal()) - wal0 : null;
   const stmtMs = stmts
@@ -159,6 +175,7 @@ async function measure(
     stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
     machineBusy: 1 - (m1.idle - m0.idle) / Math.max(1, m1.total - m0.total),
     claimShare: claimClock.busyMs() / ms,
+    bytes: heap ? heap.bytes / N : null,
   };
 }
 
@@ -336,6 +353,7 @@ for (let i = 0; i < PAIRS; i++) {
       "--pg-url",
       args["pg-url"]!,
       ...(name === "free completions" ? ["--free-completions"] : []),
+      ...(args.heap ? ["--heap", "--sites", String(SITES)] : []),
     ];
     // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS (see the header).
     const run = (extra: string[]) => {
@@ -346,6 +364,7 @@ for (let i = 0; i < PAIRS; i++) {
         { encoding: "utf8" },
       );
       if (res.status !== 0) throw new Error(`${name} run failed: ${res.stderr}`);
+      if (args.heap && !extra.includes("--fill")) process.stderr.write(res.stderr);
       return res.stdout;
     };
     let out: string;
@@ -369,7 +388,7 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(out.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B allocated/task`}`,
     );
   }
 }

@@ -14,11 +14,11 @@
  * With `--base`, runs alternate base, this build, …, `--pairs` times; medians are printed.
  */
 import { spawnSync } from "node:child_process";
-import { Session } from "node:inspector";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClaimedTask, ClaimRequest, Settlement, Store } from "../src/store/store.js";
+import { sampleAllocations, siteLines } from "./heap.js";
 import { countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, median, threadCpuMs } from "./stats.js";
 
@@ -127,18 +127,7 @@ async function child(dist: string): Promise<Sample> {
     logger: silentLogger,
     pollIntervalMs: 20,
   });
-  const session = new Session();
-  const post = (method: string, params: object = {}) =>
-    new Promise<unknown>((res, rej) => session.post(method, params, (e, out) => (e ? rej(e) : res(out))));
-  if (args.heap) {
-    session.connect();
-    await post("HeapProfiler.enable");
-    await post("HeapProfiler.startSampling", {
-      samplingInterval: 256,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    });
-  }
+  const stop = args.heap ? await sampleAllocations() : undefined;
   const th0 = threadCpuMs();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -148,21 +137,10 @@ async function child(dist: string): Promise<Sample> {
   const c = process.cpuUsage(c0);
   const th = threadCpuMs();
   let bytes: number | null = null;
-  if (args.heap) {
-    const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: HeapNode } };
-    bytes = allocated(profile.head) / N;
-    if (SITES > 0) {
-      const by = new Map<string, number>();
-      const walk = (n: HeapNode) => {
-        const f = n.callFrame;
-        const k = `${f.functionName || "(anonymous)"} ${f.url.split("/").slice(-2).join("/")}:${f.lineNumber + 1}`;
-        by.set(k, (by.get(k) ?? 0) + n.selfSize);
-        for (const c of n.children) walk(c);
-      };
-      walk(profile.head);
-      for (const [k, b] of [...by].sort((x, y) => y[1] - x[1]).slice(0, SITES))
-        process.stderr.write(`${(b / N).toFixed(0).padStart(6)} B/task  ${k}\n`);
-    }
+  if (stop) {
+    const heap = await stop();
+    bytes = heap.bytes / N;
+    if (SITES > 0) process.stderr.write(siteLines(heap, N, SITES));
   }
   await r.close();
   return {
@@ -173,13 +151,6 @@ async function child(dist: string): Promise<Sample> {
     bytes,
   };
 }
-
-interface HeapNode {
-  selfSize: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  children: HeapNode[];
-}
-const allocated = (n: HeapNode): number => n.children.reduce((sum, c) => sum + allocated(c), n.selfSize);
 
 if (args.child) {
   process.stdout.write(`${JSON.stringify(await child(args.child))}\n`);
