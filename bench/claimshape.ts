@@ -272,98 +272,117 @@ function claimer(c: pg.Client, sql: string, schema: string, variant: string) {
   };
 }
 
-/**
- * The timed statements of the part on one new connection (for completions, every task claimed
- * first, untimed): the client's wall time and the server's CPU, ms.
- */
-async function timed(schema: string, v: Variant): Promise<{ wallMs: number; cpuMs: number }> {
-  const c = new pg.Client(URL);
-  await c.connect();
-  try {
-    if (v.floor) return await timedFloor(c, schema);
-    const claim = claimer(c, PART === "claim" ? v.sql(claimFast(CLAIM)) : claimFast(CLAIM), schema, v.name);
-    const batches: Completion[][] = [];
-    if (PART === "complete")
-      for (let i = 0; i < N / CLAIM; i++)
-        batches.push(
-          (await claim()).map((t) => ({
-            kind: "complete",
-            fence: { taskId: t[0] as number, token: t[7] as number },
-            result: "null",
-          })),
-        );
-    // A variant's edit is of its own part's statement: the completion is compiled for that part only.
-    const complete = PART === "complete" ? compile(v.sql(completeManySql(true)), `"${schema}"`) : undefined;
-    await c.query("SELECT 1");
-    await sleep(100);
-    const cpu0 = postgresCpuMs();
-    const t0 = performance.now();
-    let done = 0;
-    if (PART === "claim") for (let i = 0; i < N / CLAIM; i++) done += (await claim()).length;
-    else
-      for (const batch of batches) {
-        const unique = sortedUnique(batch);
-        const values = bind(complete!, {
-          now: null,
-          ids: unique.map((x) => x.fence.taskId),
-          tokens: unique.map((x) => x.fence.token),
-          ...resultSlices(unique),
-          shard: 0,
-          total: batch.length,
-        });
-        const res = await c.query({ name: complete!.name, text: complete!.text, values });
-        done += (res.rows[0] as { applied: number }).applied;
-      }
-    const wallMs = performance.now() - t0;
-    const cpuMs = postgresCpuMs() - cpu0;
-    if (done !== N)
-      throw new Error(`variant ${v.name}: ${PART === "claim" ? "claimed" : "completed"} ${done} of ${N}`);
-    return { wallMs, cpuMs };
-  } finally {
-    await c.end();
-  }
+/** One variant's two statements: a claim (its batch), and the completion of a claimed batch. */
+interface Part<B> {
+  claim: () => Promise<B>;
+  size: (b: B) => number;
+  /** Completes a batch; how many tasks it completed. */
+  complete: (b: B) => Promise<number>;
+  /** Runs after the untimed claims of `--part complete`, before the clock. */
+  beforeCompletions?: () => Promise<void>;
 }
 
-/** timed() for the floor-lease variant: its claims of CLAIM, or (untimed claims first) its fenced completions. */
-async function timedFloor(c: pg.Client, schema: string): Promise<{ wallMs: number; cpuMs: number }> {
-  const t = `"${schema}".floor_jobs`;
-  const claim = async () =>
-    (
-      await c.query({
-        name: `floor-claim-${schema}`,
-        text: floorLeaseClaim(t, CLAIM),
-        values: ["claimshape", Date.now()],
-      })
-    ).rows as { id: string; epoch: number }[];
-  const batches: { id: string; epoch: number }[][] = [];
-  if (PART === "complete")
-    for (let i = 0; i < N / CLAIM; i++)
-      batches.push((await claim()).sort((a, b) => Number(a.id) - Number(b.id)));
-  // Its completion tests the status plainly, so with statistics from when every job was pending the
-  // planner scans the lease index (all N running now) for each batch: ~100 µs per job. The store's
-  // own completion hides its status test in a CASE for this reason (holder.ts); here the table is
-  // analyzed again instead, as autovacuum would have done in a harness drain.
-  if (PART === "complete") await c.query(`ANALYZE ${t}`);
+/**
+ * The timed statements of the part on `c` (for completions, every task claimed first, untimed):
+ * the client's wall time and the server's CPU, ms.
+ */
+async function timedPart<B>(
+  c: pg.Client,
+  variant: string,
+  p: Part<B>,
+): Promise<{ wallMs: number; cpuMs: number }> {
+  const batches: B[] = [];
+  if (PART === "complete") {
+    for (let i = 0; i < N / CLAIM; i++) batches.push(await p.claim());
+    await p.beforeCompletions?.();
+  }
   await c.query("SELECT 1");
   await sleep(100);
   const cpu0 = postgresCpuMs();
   const t0 = performance.now();
   let done = 0;
-  if (PART === "claim") for (let i = 0; i < N / CLAIM; i++) done += (await claim()).length;
-  else
-    for (const b of batches) {
+  if (PART === "claim") for (let i = 0; i < N / CLAIM; i++) done += p.size(await p.claim());
+  else for (const b of batches) done += await p.complete(b);
+  const wallMs = performance.now() - t0;
+  const cpuMs = postgresCpuMs() - cpu0;
+  if (done !== N)
+    throw new Error(`variant ${variant}: ${PART === "claim" ? "claimed" : "completed"} ${done} of ${N}`);
+  return { wallMs, cpuMs };
+}
+
+/** A variant's part on one new connection: the store's statements, or the floor's. */
+async function timed(schema: string, v: Variant): Promise<{ wallMs: number; cpuMs: number }> {
+  const c = new pg.Client(URL);
+  await c.connect();
+  try {
+    return v.floor
+      ? await timedPart(c, v.name, floorPart(c, schema))
+      : await timedPart(c, v.name, storePart(c, schema, v));
+  } finally {
+    await c.end();
+  }
+}
+
+/** The store's claim (or a variant's) and its completion (or a variant's), as a worker sends them. */
+function storePart(c: pg.Client, schema: string, v: Variant): Part<Completion[]> {
+  const claim = claimer(c, PART === "claim" ? v.sql(claimFast(CLAIM)) : claimFast(CLAIM), schema, v.name);
+  // A variant's edit is of its own part's statement: the completion is compiled for that part only.
+  const complete = PART === "complete" ? compile(v.sql(completeManySql(true)), `"${schema}"`) : undefined;
+  return {
+    claim: async () =>
+      (await claim()).map((t) => ({
+        kind: "complete",
+        fence: { taskId: t[0] as number, token: t[7] as number },
+        result: "null",
+      })),
+    size: (b) => b.length,
+    async complete(batch) {
+      const unique = sortedUnique(batch);
+      const values = bind(complete!, {
+        now: null,
+        ids: unique.map((x) => x.fence.taskId),
+        tokens: unique.map((x) => x.fence.token),
+        ...resultSlices(unique),
+        shard: 0,
+        total: batch.length,
+      });
+      const res = await c.query({ name: complete!.name, text: complete!.text, values });
+      return (res.rows[0] as { applied: number }).applied;
+    },
+  };
+}
+
+/** floor-lease-pg's claim of CLAIM and its fenced completion (bench/floor-sql.ts). */
+function floorPart(c: pg.Client, schema: string): Part<{ id: string; epoch: number }[]> {
+  const t = `"${schema}".floor_jobs`;
+  return {
+    claim: async () =>
+      (
+        (
+          await c.query({
+            name: `floor-claim-${schema}`,
+            text: floorLeaseClaim(t, CLAIM),
+            values: ["claimshape", Date.now()],
+          })
+        ).rows as { id: string; epoch: number }[]
+      ).sort((a, b) => Number(a.id) - Number(b.id)),
+    size: (b) => b.length,
+    async complete(b) {
       const res = await c.query({
         name: `floor-complete-${schema}`,
         text: floorLeaseComplete(t),
         values: [b.map((x) => x.id), b.map((x) => x.epoch), Date.now()],
       });
-      done += res.rowCount ?? 0;
-    }
-  const wallMs = performance.now() - t0;
-  const cpuMs = postgresCpuMs() - cpu0;
-  if (done !== N)
-    throw new Error(`variant floor-lease: ${PART === "claim" ? "claimed" : "completed"} ${done} of ${N}`);
-  return { wallMs, cpuMs };
+      return res.rowCount ?? 0;
+    },
+    // Its completion tests the status plainly, so with statistics from when every job was pending
+    // the planner scans the lease index (all N running now) for each batch: ~100 µs per job. The
+    // store's own completion hides its status test in a CASE for this reason (holder.ts); here the
+    // table is analyzed again instead, as autovacuum would have done in a harness drain.
+    beforeCompletions: async () => {
+      await c.query(`ANALYZE ${t}`);
+    },
+  };
 }
 
 const admin = new pg.Client(URL);
