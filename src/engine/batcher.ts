@@ -55,17 +55,15 @@ export class Batcher<T, R> {
    * `ctx` back, so one function serves every item.
    */
   send<C>(item: T, done: Done<R, C>, ctx: C): void {
-    // Every load and comparison of the test below runs on every call: its second lane's half (the
-    // count, a second read of #writing, the lanes, the comparisons) was reached by no call while
-    // the first lane was the only one writing, so V8 optimized it without type feedback and threw
-    // the optimized code away the first time a second write could open. In a fresh PostgreSQL
-    // worker that deoptimized the executor's settle and the two functions it is inlined into
-    // (`--trace-deopt`: "Insufficient type feedback for generic keyed access", then "… for compare
-    // operation" at that test), and each was compiled again. With this, the one in fill (driver.ts)
-    // and the empty claim's array (postgres/claim.ts), a W2 worker of the peers harness had none of
-    // Ratchet's functions deoptimized in three runs, against 2–5 before; ten alternating pairs of
-    // cold drains (`node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 10 --base …`):
-    // 17.4 → 17.1 µs of worker CPU per task, within the machine's noise.
+    // Every load and comparison of the test below runs on every call: its second lane's half was
+    // reached by no call while one write at a time was in flight, so V8 optimized it without type
+    // feedback and threw the code away the first time a second write could open (`--trace-deopt`
+    // on a fresh PostgreSQL worker: settle and the two functions it is inlined into, each compiled
+    // again). With the same care in driver.ts and postgres/claim.ts, a W2 worker of the peers
+    // harness has none of Ratchet's functions deoptimized (three runs; 2–5 before). What it saves
+    // is below the machine's noise: ten pairs of cold drains (`node dist/bench/drain.js --store pg
+    // --cold --tasks 20000 --pairs 10 --base …`) 17.4 → 17.1 µs of worker CPU per task; five pairs
+    // of the harness's W2 c16, 32,467 → 32,048 jobs/s and 18.0 → 18.5 µs.
     const waiting = this.#items.push(item);
     this.#dones.push(done as Done<R, unknown>);
     this.#ctxs.push(ctx);
