@@ -31,6 +31,13 @@
  * handlers' rate): how fast the drain could go if completing a task cost nothing, the bound on what
  * any cheaper completion (another table shape, another statement) could give.
  *
+ * `--lean`: runs alternate this build as it is and this build's engine on floor-lease-pg's table and
+ * statements (bench/floor-sql.ts: a claim and a fenced completion that keep Ratchet's rules for
+ * them and nothing else; every other store call still goes to the real store, which has no tasks):
+ * what the drain would be if a plain task's two writes cost what the floor's do, the worker's code
+ * unchanged. The tasks are the floor's jobs (`{ seq, enqueuedAt }`), claimed in batches of the
+ * driver's refills.
+ *
  * `--heap [--sites n]`: the bytes the drain's process allocated per task (bench/heap.ts), and its n
  * allocation sites that allocated the most, on stderr; its CPU figures then do not compare.
  *
@@ -45,8 +52,14 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
-import type { Store } from "../src/store/store.js";
-import { fillFloorPg, floorPgClaim, floorPgComplete } from "./floor-sql.js";
+import type { ClaimedTask, Store } from "../src/store/store.js";
+import {
+  fillFloorPg,
+  floorLeaseClaim,
+  floorLeaseComplete,
+  floorPgClaim,
+  floorPgComplete,
+} from "./floor-sql.js";
 import { sampleAllocations, siteLines } from "./heap.js";
 import { countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, machineTicks, median, postgresCpuMs, threadCpuMs } from "./stats.js";
@@ -71,6 +84,8 @@ const { values: args } = parseArgs({
     cold: { type: "boolean", default: false },
     /** Completions answered "ok" without a statement: the most any completion design could give. */
     "free-completions": { type: "boolean", default: false },
+    /** Ratchet's engine on floor-lease-pg's table and statements (see the header). */
+    lean: { type: "boolean", default: false },
     /** Bytes allocated in the drain's process per task (bench/heap.ts; its CPU figures then do not compare). */
     heap: { type: "boolean", default: false },
     /** With --heap: print this many allocation sites, most bytes first. */
@@ -92,6 +107,9 @@ if (args.floor && args.cold) throw new Error("--floor and --cold do not go toget
 if (args["free-completions"] && (args.floor || args.base))
   throw new Error("--free-completions measures this build against itself: no --floor or --base");
 const FREE = args["free-completions"];
+const LEAN = args.lean;
+if (LEAN && (args.store !== "pg" || args.floor || args.base || FREE))
+  throw new Error("--lean runs on PostgreSQL (--store pg), alone: no --floor, --base or --free-completions");
 const SITES = Number(args.sites);
 if (!Number.isInteger(SITES) || SITES < 0 || SITES > 1_000) throw new Error("--sites must be in [0, 1000]");
 if (args.heap && args.floor) throw new Error("--heap measures Ratchet, not --floor");
@@ -225,7 +243,11 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
       : Ratchet.open({ store: `sqlite:${file}`, ...common });
   try {
     let r = target && !fill ? undefined : await open();
-    if (r) {
+    if (r && LEAN) {
+      const c = new pg.Client(args["pg-url"]);
+      await c.connect();
+      await fillFloorPg(c, `${schema}_lean`, N, true).finally(() => c.end());
+    } else if (r) {
       for (let i = 0; i < N; i += 1_000)
         await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
     }
@@ -243,9 +265,11 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
         for (const [status, k] of Object.entries(q.byStatus)) if (status !== "terminal") n += k ?? 0;
       return n;
     };
+    let lean: Lean | undefined;
     const sample = await measure(admin, schema, async () => {
       r ??= await open();
       const store = r.store as { claim: Store["claim"]; settle: Store["settle"] };
+      if (LEAN) lean = await leanStore(store, `"${schema}_lean".floor_jobs`);
       const claim = store.claim;
       store.claim = (req) => claimClock.time(() => claim(req));
       if (FREE) {
@@ -262,18 +286,100 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
       const handled = performance.now();
       // Settled: the last settlements commit after the last handler returns (with free completions
       // nothing is written: the drain ends at the last handler, and the tasks stay running).
-      while (!FREE && (await live()) > 0) await new Promise((res) => setTimeout(res, 2));
+      if (lean) await lean.allCompleted;
+      else while (!FREE && (await live()) > 0) await new Promise((res) => setTimeout(res, 2));
       return handled;
     });
     await r!.close();
+    await lean?.close();
     return sample;
   } finally {
     if (admin) {
       if (!target) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      if (!target && LEAN)
+        await admin.query(`DROP SCHEMA IF EXISTS "${schema}_lean" CASCADE`).catch(() => {});
       await admin.end().catch(() => {});
     }
     if (dir) rmSync(dir, { recursive: true, force: true });
   }
+}
+
+interface Lean {
+  /** Settles once every job of the floor's table has been completed. */
+  allCompleted: Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * `--lean`: the store's claim and settle replaced by floor-lease-pg's statements on table `t`, on a
+ * pool of their own (the driver claims one refill at a time; settle batches may overlap). Claimed
+ * jobs become ClaimedTasks of the no-op as the fast claim would make them.
+ */
+async function leanStore(
+  store: { claim: Store["claim"]; settle: Store["settle"] },
+  t: string,
+): Promise<Lean> {
+  const pool = new pg.Pool({ connectionString: args["pg-url"], max: POOL });
+  let completed = 0;
+  let all!: () => void;
+  const allCompleted = new Promise<void>((res) => {
+    all = res;
+  });
+  const claimText = new Map<number, string>();
+  store.claim = async (req) => {
+    let text = claimText.get(req.limit);
+    if (!text) {
+      // Its rows as one JSON text, as the store's fast claim returns them (sql.ts claimRowText):
+      // node-postgres parsing a DataRow per job would charge the worker what the store avoids.
+      text = `WITH u AS (${floorLeaseClaim(t, req.limit)})
+        SELECT '[' || string_agg(concat('[', id, ',', epoch, ',', payload, ']'), ',' ORDER BY id) || ']' AS rows FROM u`;
+      claimText.set(req.limit, text);
+    }
+    const now = Date.now();
+    const res = await pool.query({ name: `lean-claim-${req.limit}`, text, values: [req.workerId, now] });
+    const out: ClaimedTask[] = [];
+    const rows = (res.rows[0] as { rows: string | null }).rows;
+    for (const [id, epoch, input] of rows === null ? [] : (JSON.parse(rows) as [number, number, unknown][]))
+      out.push({
+        id,
+        queue: "default",
+        name: "noop",
+        version: 1,
+        input,
+        status: "running",
+        priority: 0,
+        maxMs: 60_000,
+        attempts: epoch,
+        epoch,
+        leaseUntil: now + 60_000 + req.leaseGraceMs,
+        lockedBy: req.workerId,
+        job: null,
+        abortRequested: false,
+        startedAt: now,
+        claimedAt: now,
+        ownerId: null,
+        scope: null,
+        checkpoint: null,
+        seat: null,
+        rate: null,
+        reclaimed: false,
+        fresh: epoch === 1,
+      });
+    return out;
+  };
+  store.settle = async (items) => {
+    const done = items.map((s) => ({ id: s.fence.taskId, epoch: s.fence.token })).sort((a, b) => a.id - b.id);
+    const res = await pool.query({
+      name: "lean-complete",
+      text: floorLeaseComplete(t),
+      values: [done.map((x) => x.id), done.map((x) => x.epoch), Date.now()],
+    });
+    if (res.rowCount !== items.length) throw new Error(`lean: completed ${res.rowCount} of ${items.length}`);
+    completed += items.length;
+    if (completed === N) all();
+    return items.map(() => "ok" as const);
+  };
+  return { allCompleted, close: () => pool.end() };
 }
 
 /**
@@ -338,7 +444,12 @@ const builds: [string, string][] = args.floor
         ["this", OWN],
         ["free completions", OWN],
       ]
-    : abBuilds(args.base, OWN);
+    : LEAN
+      ? [
+          ["this", OWN],
+          ["engine on the floor's table", OWN],
+        ]
+      : abBuilds(args.base, OWN);
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
 const f = fixedOrDash;
 for (let i = 0; i < PAIRS; i++) {
@@ -353,6 +464,7 @@ for (let i = 0; i < PAIRS; i++) {
       "--pg-url",
       args["pg-url"]!,
       ...(name === "free completions" ? ["--free-completions"] : []),
+      ...(name === "engine on the floor's table" ? ["--lean"] : []),
       ...(args.heap ? ["--heap", "--sites", String(SITES)] : []),
     ];
     // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS (see the header).
@@ -381,6 +493,7 @@ for (let i = 0; i < PAIRS; i++) {
           const admin = new pg.Client(args["pg-url"]);
           await admin.connect();
           await admin.query(`DROP SCHEMA IF EXISTS "${target}" CASCADE`).catch(() => {});
+          await admin.query(`DROP SCHEMA IF EXISTS "${target}_lean" CASCADE`).catch(() => {});
           await admin.end();
         }
       }
