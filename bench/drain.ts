@@ -61,7 +61,7 @@ import {
   floorPgComplete,
 } from "./floor-sql.js";
 import { sampleAllocations, siteLines } from "./heap.js";
-import { countingNoop } from "./noop.js";
+import { claimedNoop, countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, machineTicks, median, postgresCpuMs, threadCpuMs } from "./stats.js";
 
 const nodeArgs = (process.env.BENCH_CHILD_NODE_ARGS ?? "").split(" ").filter(Boolean);
@@ -340,31 +340,7 @@ async function leanStore(
     const out: ClaimedTask[] = [];
     const rows = (res.rows[0] as { rows: string | null }).rows;
     for (const [id, epoch, input] of rows === null ? [] : (JSON.parse(rows) as [number, number, unknown][]))
-      out.push({
-        id,
-        queue: "default",
-        name: "noop",
-        version: 1,
-        input,
-        status: "running",
-        priority: 0,
-        maxMs: 60_000,
-        attempts: epoch,
-        epoch,
-        leaseUntil: now + 60_000 + req.leaseGraceMs,
-        lockedBy: req.workerId,
-        job: null,
-        abortRequested: false,
-        startedAt: now,
-        claimedAt: now,
-        ownerId: null,
-        scope: null,
-        checkpoint: null,
-        seat: null,
-        rate: null,
-        reclaimed: false,
-        fresh: epoch === 1,
-      });
+      out.push(claimedNoop(id, epoch, input, now, req));
     return out;
   };
   store.settle = async (items) => {

@@ -19,7 +19,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type { ClaimedTask, ClaimRequest, Settlement, Store } from "../src/store/store.js";
 import { sampleAllocations, siteLines } from "./heap.js";
-import { countingNoop } from "./noop.js";
+import { claimedNoop, countingNoop } from "./noop.js";
 import { abBuilds, fixedOrDash, median, threadCpuMs } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -70,31 +70,7 @@ function memoryClaims(inner: Store, tasks: number): Store {
           const out: ClaimedTask[] = [];
           for (let i = 0; i < n; i++) {
             const id = next++;
-            out.push({
-              id,
-              queue: "default",
-              name: "noop",
-              version: 1,
-              input: JSON.parse(`{"seq":${id - 1},"enqueuedAt":${now}}`),
-              status: "running",
-              priority: 0,
-              maxMs: 60_000,
-              attempts: 1,
-              epoch: 1,
-              leaseUntil: now + 70_000,
-              lockedBy: req.workerId,
-              job: null,
-              abortRequested: false,
-              startedAt: now,
-              claimedAt: now,
-              ownerId: null,
-              scope: null,
-              checkpoint: null,
-              seat: null,
-              rate: null,
-              reclaimed: false,
-              fresh: true,
-            });
+            out.push(claimedNoop(id, 1, JSON.parse(`{"seq":${id - 1},"enqueuedAt":${now}}`), now, req));
           }
           await turn();
           return out;
