@@ -228,6 +228,12 @@ forEachBackend((backend) => {
       let writes = 0;
       let maxWrites = 0;
       let biggest = 0;
+      // Settlements written so far, and how many were written when the worker claimed again.
+      let committed = 0;
+      let released = false;
+      let waiting = 0;
+      let resumedAt: number | undefined;
+      const claimedAgain = deferred();
       const lanes = inner.settleLanes ?? 1;
       const backlog = settleBacklog(lanes);
       // One write at a time on SQLite (one connection), two on PostgreSQL: 1,024 and 1,536.
@@ -241,10 +247,23 @@ forEachBackend((backend) => {
           maxWrites = Math.max(maxWrites, ++writes);
           try {
             await gate.promise;
-            return await inner.settle(items);
+            // The write that would leave nothing waiting holds until the worker claims again (or 2 s
+            // pass): a worker that waited for every settlement instead of half would not claim.
+            if (released && committed + items.length >= waiting)
+              await Promise.race([claimedAgain.promise, realPause(2_000)]);
+            const out = await inner.settle(items);
+            committed += items.length;
+            return out;
           } finally {
             writes--;
           }
+        },
+        claim: async (req: Parameters<typeof inner.claim>[0]) => {
+          if (released && resumedAt === undefined) {
+            resumedAt = committed;
+            claimedAgain.resolve();
+          }
+          return inner.claim(req);
         },
       });
       let runs = 0;
@@ -282,9 +301,16 @@ forEachBackend((backend) => {
       expect(maxWrites).toBe(lanes);
       expect((await inner.stats())[0]!.byStatus.running).toBe(runs);
       // The writes go on: their progress wakes the worker, claims resume, every task completes once.
+      waiting = seen;
+      released = true;
       gate.resolve();
       expect(await spin(async () => (await inner.stats())[0]!.byOutcome.completed === N)).toBe(true);
       expect(runs).toBe(N);
+      // It claimed again once no more than half the backlog waited (every finished task was waiting:
+      // none ran while held), and before every waiting settlement was written.
+      expect(resumedAt).toBeDefined();
+      expect(seen - resumedAt!).toBeLessThanOrEqual(backlog / 2);
+      expect(resumedAt!).toBeLessThan(seen);
       // Each write carries at most one batch of 512 (spec §8.9); with N finished tasks waiting, the
       // batches were full.
       expect(biggest).toBe(512);
