@@ -59,8 +59,9 @@ export class Batcher<T, R> {
     // reached by no call while one write at a time was in flight, so V8 optimized it without type
     // feedback and threw the code away the first time a second write could open (`--trace-deopt`
     // on a fresh PostgreSQL worker: settle and the two functions it is inlined into, each compiled
-    // again). With the same care in driver.ts and postgres/claim.ts, a W2 worker of the peers
-    // harness has none of Ratchet's functions deoptimized (three runs; 2–5 before). What it saves
+    // again). With the same care in driver.ts, a W2 worker of the peers harness has no deopts of
+    // Ratchet's code mid-drain (three runs; 2–5 before; the first empty claim at the end of a
+    // drain still deoptimizes fill once: its `[]` is another kind of array). What it saves
     // is below the machine's noise: ten pairs of cold drains (`node dist/bench/drain.js --store pg
     // --cold --tasks 20000 --pairs 10 --base …`) 17.4 → 17.1 µs of worker CPU per task; five pairs
     // of the harness's W2 c16, 32,467 → 32,048 jobs/s and 18.0 → 18.5 µs.

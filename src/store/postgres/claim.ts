@@ -47,7 +47,7 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
   const head = rows[0]!;
   // Nothing was claimed (the statement's update did not run): the full claim does it all.
   if (head.full) return fullClaim(core, req);
-  const out = await claimedFrom(core, head, queue, req);
+  const out = head.rows === null ? [] : await claimedFrom(core, head, queue, req);
   // A full small claim goes on with the large form for the rest.
   const more = !large && out.length === first && req.limit > first;
   if (more || out.length > SMALL_CLAIM) core.busy.add(queue);
@@ -91,18 +91,13 @@ type Rare = [
 /**
  * The ClaimedTasks of a fast claim's text: what it leaves out follows from the claim (spec §3.2).
  * Built by push: the driver's loops over claims meet one kind of array (one from map has another
- * map in V8, and meeting both deoptimized them in a fresh worker). A claim that found nothing comes
- * from the same array literal: V8 remembers there that its arrays come to hold objects and makes
- * the later ones that kind at once, where an empty `[]` of another literal keeps the kind of an
- * array of small integers, and the first empty claim at the end of a drain deoptimized the driver's
- * fill (`--trace-deopt`: "wrong map" at its `claimed.length`).
+ * map in V8, and meeting both deoptimized them in a fresh worker).
  */
 async function claimedFrom(core: PgCore, head: FastRow, queue: string, req: ClaimRequest) {
-  const out: ClaimedTask[] = [];
-  if (head.rows === null) return out;
-  const tuples = JSON.parse(head.rows) as ClaimTuple[];
+  const tuples = JSON.parse(head.rows!) as ClaimTuple[];
   const notInline = tuples.filter((t) => t[10] === 0);
   const apart = notInline.length === 0 ? undefined : await readLong(core, notInline);
+  const out: ClaimedTask[] = [];
   for (const t of tuples) {
     const read = t[10] === 0 ? apart!.get(t[0])! : undefined;
     const rare = read ? read.rare : (t[10] as Rare | null);
