@@ -226,7 +226,7 @@ const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
 async function prepare(admin: pg.Client, schema: string, v: Variant): Promise<void> {
   if (v.floor) {
     // Its own schema and table, filled in batches of 1,000, vacuumed and analyzed.
-    await fillFloorPg(admin, schema, N, true);
+    await fillFloorPg(admin, schema, N, "lease");
     await sleep(300);
     return;
   }

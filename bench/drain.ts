@@ -246,7 +246,7 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
     if (r && LEAN) {
       const c = new pg.Client(args["pg-url"]);
       await c.connect();
-      await fillFloorPg(c, `${schema}_lean`, N, true).finally(() => c.end());
+      await fillFloorPg(c, `${schema}_lean`, N, "lease").finally(() => c.end());
     } else if (r) {
       for (let i = 0; i < N; i += 1_000)
         await r.enqueueMany(Array.from({ length: 1_000 }, (_, j) => ({ task: noop, input: { seq: i + j } })));
@@ -412,24 +412,25 @@ if (args.child) {
   process.exit(0);
 }
 
-// --free-completions: this build as it is and with free completions, alternating (no --base).
-const builds: [string, string][] = args.floor
+// What alternates: two builds (--base), or this build as it is and with --free-completions or
+// --lean, each entry with the flag its drain's process takes.
+const builds: [name: string, dist: string, flag?: string][] = args.floor
   ? [["floor", "floor"]]
   : FREE
     ? [
         ["this", OWN],
-        ["free completions", OWN],
+        ["free completions", OWN, "--free-completions"],
       ]
     : LEAN
       ? [
           ["this", OWN],
-          ["engine on the floor's table", OWN],
+          ["engine on the floor's table", OWN, "--lean"],
         ]
       : abBuilds(args.base, OWN);
 const samples: Record<string, Sample[]> = Object.fromEntries(builds.map(([k]) => [k, []]));
 const f = fixedOrDash;
 for (let i = 0; i < PAIRS; i++) {
-  for (const [name, dist] of builds) {
+  for (const [name, dist, flag] of builds) {
     const forwarded = [
       "--store",
       args.store!,
@@ -439,8 +440,7 @@ for (let i = 0; i < PAIRS; i++) {
       args.prefetch!,
       "--pg-url",
       args["pg-url"]!,
-      ...(name === "free completions" ? ["--free-completions"] : []),
-      ...(name === "engine on the floor's table" ? ["--lean"] : []),
+      ...(flag ? [flag] : []),
       ...(args.heap ? ["--heap", "--sites", String(SITES)] : []),
     ];
     // The drain's own process (not a fill) takes BENCH_CHILD_NODE_ARGS (see the header).

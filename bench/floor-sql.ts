@@ -9,11 +9,17 @@ interface Querier {
 }
 
 /**
- * A new schema with floor-pg's table (or with `lease`, floor-lease-pg's) holding `n` jobs (a multiple
+ * A new schema with floor-pg's table (or with kind "lease", floor-lease-pg's) holding `n` jobs (a multiple
  * of 1,000; payloads shaped like the harness's), vacuumed and analyzed: drain.js --floor, pgshape's
  * floor-pg variant and claimshape's floor-lease variant start from it.
  */
-export async function fillFloorPg(c: Querier, schema: string, n: number, lease = false): Promise<void> {
+export async function fillFloorPg(
+  c: Querier,
+  schema: string,
+  n: number,
+  kind: "plain" | "lease" = "plain",
+): Promise<void> {
+  const lease = kind === "lease";
   const t = `"${schema}".floor_jobs`;
   await c.query(`CREATE SCHEMA "${schema}"`);
   for (const sql of lease ? floorLeaseSchema(t) : floorPgSchema(t)) await c.query(sql);
