@@ -9,9 +9,9 @@ interface Querier {
 }
 
 /**
- * A new schema with floor-pg's table (or with kind "lease", floor-lease-pg's) holding `n` jobs (a multiple
- * of 1,000; payloads shaped like the harness's), vacuumed and analyzed: drain.js --floor, pgshape's
- * floor-pg variant and claimshape's floor-lease variant start from it.
+ * A new schema with floor-pg's table (or, of kind "lease", floor-lease-pg's) holding `n` jobs (a
+ * multiple of 1,000; payloads shaped like the harness's), vacuumed and analyzed: drain.js --floor
+ * and --lean, pgshape's floor-pg variant and claimshape's floor-lease variant start from it.
  */
 export async function fillFloorPg(
   c: Querier,
