@@ -14,7 +14,7 @@
  * the rate of the handlers alone, which runs ahead of the settlements by up to the backlog of spec
  * §8.9), the process's CPU per task, and on PostgreSQL the CPU of every `postgres` process of this
  * machine per task (read from /proc; the server must be local), the WAL written per task
- * (pg_current_wal_lsn before and after) and, when the server loads pg_stat_statements, the
+ * (pg_current_wal_lsn before and after), the server's WAL flushes per 1,000 tasks (pg_stat_wal) and, when the server loads pg_stat_statements, the
  * execution time of the drain's statements per task (the extension's counters are reset before each
  * drain); and on both stores how busy the machine's cores were (the share of their time not idle,
  * /proc/stat) and the share of the drain's wall time with a claim in flight (near 100 %: the drain
@@ -130,6 +130,11 @@ interface Sample {
   pgCpuUs: number | null;
   /** WAL the server wrote during the drain, bytes per task (pg_current_wal_lsn before and after). */
   walBytes: number | null;
+  /**
+   * The server's WAL flushes (pg_stat_wal.wal_sync, every process of the server) per 1,000 tasks: a
+   * commit that waits for the disk flushes unless a flush of another commit already covered it.
+   */
+  walSyncs: number | null;
   /** Execution time of the drain's statements, µs per task (only with pg_stat_statements loaded). */
   stmtUs: number | null;
   /** Share of the machine's CPU time (all cores) not idle over the drain, from /proc/stat. */
@@ -149,6 +154,9 @@ async function measure(
   const wal = async () =>
     admin ? Number((await admin.query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b")).rows[0].b) : 0;
   const wal0 = await wal();
+  const syncs = async () =>
+    admin ? Number((await admin.query("SELECT wal_sync FROM pg_stat_wal")).rows[0].wal_sync) : 0;
+  const syncs0 = await syncs();
   // With pg_stat_statements loaded on the server, the statements' own execution time too.
   const stmts = admin
     ? await admin.query("SELECT pg_stat_statements_reset()").then(
@@ -172,6 +180,7 @@ async function measure(
   if (heap && SITES > 0) process.stderr.write(siteLines(heap, N, SITES));
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
   const walBytes = admin ? (await wal()) - wal0 : null;
+  const walSyncs = admin ? (await syncs()) - syncs0 : null;
   const stmtMs = stmts
     ? Number(
         (
@@ -190,6 +199,7 @@ async function measure(
     otherCpuUs: ((th.other - th0.other) * 1_000) / N,
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
+    walSyncs: walSyncs === null ? null : (walSyncs * 1_000) / N,
     stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
     machineBusy: 1 - (m1.idle - m0.idle) / Math.max(1, m1.total - m0.total),
     claimShare: claimClock.busyMs() / ms,
@@ -270,12 +280,12 @@ async function child(dist: string, target?: string, fill = false): Promise<Sampl
       r ??= await open();
       const store = r.store as { claim: Store["claim"]; settle: Store["settle"] };
       if (LEAN) lean = await leanStore(store, `"${schema}_lean".floor_jobs`);
-      const claim = store.claim;
+      const claim = store.claim.bind(store);
       store.claim = (req) => claimClock.time(() => claim(req));
       if (FREE) {
         // A batch of plain completions (every task of the drain) is answered at once, unwritten;
         // anything else (none here) still goes to the store.
-        const settle = store.settle;
+        const settle = store.settle.bind(store);
         store.settle = async (items) =>
           items.every((s) => s.kind === "complete" && s.fence.mode !== "abort")
             ? items.map(() => "ok" as const)
@@ -477,7 +487,7 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(out.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B allocated/task`}`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, ${f(s.walSyncs)} WAL flushes per 1,000 tasks, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B allocated/task`}`,
     );
   }
 }
@@ -485,14 +495,15 @@ console.log(
   `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}${args.cold ? ", cold (a fresh worker process: open and drain)" : ""}; medians of ${PAIRS} run(s)\n`,
 );
 console.log(
-  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task | machine busy % | claim in flight % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task | WAL flushes /1k tasks | machine busy % | claim in flight % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 );
 for (const [name, dist] of builds) {
   const s = samples[name]!;
   const pgs = s.map((x) => x.pgCpuUs).filter((x): x is number => x !== null);
   const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
+  const flushes = s.map((x) => x.walSyncs).filter((x): x is number => x !== null);
   const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} | ${f(median(s.map((x) => x.machineBusy * 100)), 0)} | ${f(median(s.map((x) => x.claimShare * 100)), 0)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} | ${f(flushes.length ? median(flushes) : null)} | ${f(median(s.map((x) => x.machineBusy * 100)), 0)} | ${f(median(s.map((x) => x.claimShare * 100)), 0)} |`,
   );
 }
