@@ -167,7 +167,17 @@ const COMPLETE_VARIANTS: Variant[] = [
   {
     name: "-fence",
     sql: (s) =>
-      edit(s, /AND t\.epoch = \(:tokens::int\[\]\)\[width_bucket\(t\.id, :ids::bigint\[\]\)\]/, "", "-fence"),
+      edit(
+        edit(
+          s,
+          /AND t\.epoch = \(:tokens::int\[\]\)\[width_bucket\(t\.id, :ids::bigint\[\]\)\]/,
+          "",
+          "-fence",
+        ),
+        /AND t\.claimed_at = \(:claimed::bigint\[\]\)\[width_bucket\(t\.id, :ids::bigint\[\]\)\]/,
+        "",
+        "-fence",
+      ),
   },
   ...TABLE,
   {
@@ -264,11 +274,15 @@ function claimer(c: pg.Client, sql: string, schema: string, variant: string) {
     promote: 100,
     limit: CLAIM,
   });
-  return async (): Promise<unknown[][]> => {
+  /** The claimed tuples, and the claim's time (every fence carries it, spec §3.7). */
+  return async (): Promise<{ at: number; tuples: unknown[][] }> => {
     const res = await c.query({ name: compiled.name, text: compiled.text, values });
-    const row = res.rows[0] as { full: boolean | null; rows: string | null };
+    const row = res.rows[0] as { full: boolean | null; claim_now: number; rows: string | null };
     if (row.full) throw new Error(`variant ${variant}: the fast claim deferred to the full one`);
-    return row.rows === null ? [] : (JSON.parse(row.rows) as unknown[][]);
+    return {
+      at: Number(row.claim_now),
+      tuples: row.rows === null ? [] : (JSON.parse(row.rows) as unknown[][]),
+    };
   };
 }
 
@@ -329,12 +343,14 @@ function storePart(c: pg.Client, schema: string, v: Variant): Part<Completion[]>
   // A variant's edit is of its own part's statement: the completion is compiled for that part only.
   const complete = PART === "complete" ? compile(v.sql(completeManySql(true)), `"${schema}"`) : undefined;
   return {
-    claim: async () =>
-      (await claim()).map((t) => ({
+    claim: async () => {
+      const { at, tuples } = await claim();
+      return tuples.map((t) => ({
         kind: "complete",
-        fence: { taskId: t[0] as number, token: t[7] as number },
+        fence: { taskId: t[0] as number, token: t[7] as number, claimedAt: at },
         result: "null",
-      })),
+      }));
+    },
     size: (b) => b.length,
     async complete(batch) {
       const unique = sortedUnique(batch);
@@ -342,6 +358,7 @@ function storePart(c: pg.Client, schema: string, v: Variant): Part<Completion[]>
         now: null,
         ids: unique.map((x) => x.fence.taskId),
         tokens: unique.map((x) => x.fence.token),
+        claimed: unique.map((x) => x.fence.claimedAt),
         ...resultSlices(unique),
         shard: 0,
         total: batch.length,

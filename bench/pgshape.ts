@@ -328,7 +328,11 @@ async function drainOwn(schema: string): Promise<[number, number]> {
         }),
       async (claimed) => {
         const results = await store.settle(
-          claimed.map((c) => ({ kind: "complete", fence: { taskId: c.id, token: c.epoch }, result: "null" })),
+          claimed.map((c) => ({
+            kind: "complete",
+            fence: { taskId: c.id, token: c.epoch, claimedAt: c.claimedAt },
+            result: "null",
+          })),
         );
         if (results.some((x) => x !== "ok")) throw new Error("a completion was refused");
       },

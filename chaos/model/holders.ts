@@ -27,6 +27,7 @@ const policy = (name: DefName): RetryPolicy => ({
 const fenceOf = (x: PlanContext, h: Held): Fence => ({
   taskId: x.ids[h.task]!,
   token: h.token,
+  claimedAt: h.claimedAt,
   mode: h.mode,
 });
 const mfenceOf = (h: Held): M.MFence => ({ task: h.task, token: h.token, mode: h.mode });

@@ -38,6 +38,8 @@ const MISSING_ID = 2_000_000_000;
 export interface Held {
   task: number;
   token: number;
+  /** The claim's time: fences carry it with the token (spec §3.7). */
+  claimedAt: number;
   mode: "run" | "abort";
   attempt: number;
   name: DefName;
@@ -193,6 +195,7 @@ function planClaim(x: PlanContext, cmd: Extract<Cmd, { c: "claim" }>): Plan {
         x.held[wi]!.push({
           task: c.task,
           token: c.epoch,
+          claimedAt: c.claimedAt as number,
           mode: c.abortRequested ? "abort" : "run",
           attempt: c.attempts,
           name: b.state.tasks[c.task]!.name as DefName,

@@ -229,7 +229,7 @@ export class Invocation implements TaskContext {
     this.#def = def;
     this.taskId = task.id;
     this.mode = task.abortRequested ? "abort" : "run";
-    this.fence = { taskId: task.id, token: task.epoch, mode: this.mode };
+    this.fence = { taskId: task.id, token: task.epoch, claimedAt: task.claimedAt, mode: this.mode };
     this.#deps = deps;
     this.#maxMs = maxMs;
     this.#deadline = deps.clock.now() + maxMs;

@@ -21,7 +21,7 @@
  * or its budget or task cap is used up (spec §8.3).
  */
 import { CLAIM_STEP, type ClaimedTask, type ClaimLimits, type Store } from "../store/store.js";
-import type { Invocation } from "./context.js";
+import type { EndReason, Invocation } from "./context.js";
 import type { TaskDefinition } from "./definition.js";
 import { type ExecutorDeps, execute, type RunHooks, type RunReport } from "./executor.js";
 import type { Wakeup } from "./wakeup.js";
@@ -81,6 +81,8 @@ export const SETTLE_BACKLOG = settleBacklog(1);
  */
 const STALE_SHARE = 0.5;
 
+const LOST: EndReason = { kind: "lease_lost" };
+
 /**
  * The invocations running in one driver, by task id: a null-prototype object, not a Map. A Map
  * that keeps about `concurrency` entries while every task adds and deletes one is rehashed every
@@ -103,15 +105,20 @@ class Running {
     return this.#by[id];
   }
 
+  /**
+   * Counts `inv` until its slot frees (delete). A newer invocation of the same task takes its place in
+   * the lookup (see Driver.#start), and the older one still counts until its code has returned.
+   */
   set(id: number, inv: Invocation): void {
-    if (this.#by[id] === undefined) this.#size++;
     this.#by[id] = inv;
+    this.#size++;
   }
 
-  delete(id: number): void {
-    if (this.#by[id] === undefined) return;
-    delete this.#by[id];
+  /** `inv`'s slot freed (once per invocation, see executor.ts freeSlot). */
+  delete(inv: Invocation): void {
     this.#size--;
+    const id = inv.taskId;
+    if (this.#by[id] === inv) delete this.#by[id];
   }
 
   ids(): number[] {
@@ -159,7 +166,7 @@ export class Driver {
     this.#backlog = o.settleBacklog ?? SETTLE_BACKLOG;
     this.#hooks = {
       slotFree: (inv) => {
-        this.#running.delete(inv.taskId);
+        this.#running.delete(inv);
         // A buffered task takes the slot at once, without waiting for the loop (spec §8.7).
         if (!this.#stopping) this.#startBuffered();
         this.#o.wakeup.notify();
@@ -318,7 +325,7 @@ export class Driver {
     this.#unsettled++;
     // Whatever the answer (a refused fence means the task is no longer ours anyway).
     this.#o.deps.settler.send(
-      { kind: "release", fence: { taskId: task.id, token: task.epoch } },
+      { kind: "release", fence: { taskId: task.id, token: task.epoch, claimedAt: task.claimedAt } },
       Driver.#releaseDone,
       this,
     );
@@ -331,6 +338,10 @@ export class Driver {
       this.#release(task);
       return;
     }
+    // spec §8.10. The store gave a task this driver still runs to a new claim: the old claim no
+    // longer holds (its lease ran out, or it was lost in a server crash, §13.8), and its writes would
+    // be refused (§3.7). It ends as a lost lease; its slot frees once its code has returned.
+    this.#running.get(task.id)?.end(LOST);
     this.#unsettled++;
     this.#running.set(task.id, execute(task, def, this.#o.deps, this.#hooks));
   }

@@ -163,7 +163,8 @@ export function claimedFromRaw(a: readonly unknown[], reclaimed: boolean, fresh 
     job: a[12] as string | null,
     abortRequested: a[13] === 1,
     startedAt: a[14] as number | null,
-    claimedAt: a[15] as number | null,
+    // A claim always sets it (spec §3.2).
+    claimedAt: a[15] as number,
     ownerId: (a[16] as number | null) ?? null,
     scope: (a[17] as string | null) ?? null,
     checkpoint: fromJson((a[18] as string | null) ?? null),
@@ -191,7 +192,8 @@ export function toClaimed(r: ClaimRow, reclaimed: boolean, fresh = false): Claim
     job: r.job,
     abortRequested: r.abort_requested === 1,
     startedAt: r.started_at,
-    claimedAt: r.claimed_at,
+    // A claim always sets it (spec §3.2).
+    claimedAt: r.claimed_at as number,
     ownerId: r.owner_id ?? null,
     scope: r.scope ?? null,
     checkpoint: fromJson(r.checkpoint ?? null),

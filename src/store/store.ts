@@ -19,16 +19,29 @@ import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
 
 export type TaskId = number;
 
-/** Proof of holding a claim: the task and the claim's fencing token. */
+/** Proof of holding a claim: the task, the claim's fencing token and the claim's time (spec §3.7). */
 export interface Fence {
   readonly taskId: TaskId;
   readonly token: number;
+  /**
+   * The claim's `claimedAt`. A token alone can be issued twice when a claim is lost in a PostgreSQL
+   * crash (its commit does not wait for the disk, spec §13.8); the claim after it has a later time.
+   */
+  readonly claimedAt: number;
   /**
    * "abort" for an invocation running the abort handler (spec §12.5): its
    * writes require the abort mark instead of being refused by it.
    */
   readonly mode?: "run" | "abort";
 }
+
+/** A fence's named parameters, for statements that test it with FENCE (each store's sql.ts, spec §3.7). */
+export function fenceParams(f: Fence): { id: TaskId; token: number; claimed: number } {
+  return { id: f.taskId, token: f.token, claimed: f.claimedAt };
+}
+
+/** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
+export const markOf = (f: Fence): 0 | 1 => (f.mode === "abort" ? 1 : 0);
 
 export interface TaskRecord {
   id: TaskId;
@@ -233,13 +246,14 @@ export interface ClaimedTask
     | "job"
     | "abortRequested"
     | "startedAt"
-    | "claimedAt"
     | "ownerId"
     | "scope"
     | "checkpoint"
     | "seat"
     | "rate"
   > {
+  /** The claim's time (the store's clock); every holder write is fenced by it too (spec §3.7). */
+  claimedAt: number;
   /** True when this claim took over an expired lease (spec §3.3). */
   reclaimed: boolean;
   /**

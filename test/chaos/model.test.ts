@@ -24,11 +24,11 @@ const SQLITE_SEQUENCES = 1_000;
 const PG_SEQUENCES = 300;
 const MAX_COMMANDS = 50;
 
-/** A store that lets every holder write through with the task's current token: no fencing at all. */
+/** A store that lets every holder write through with the task's current claim: no fencing at all. */
 function ignoringFences(inner: Store): Store {
   const current = async (f: Fence): Promise<Fence> => {
     const t = await inner.get(f.taskId);
-    return t ? { ...f, token: t.epoch } : f;
+    return t?.claimedAt != null ? { ...f, token: t.epoch, claimedAt: t.claimedAt } : f;
   };
   return overriding(inner, {
     settle: async (items: readonly Settlement[]) =>

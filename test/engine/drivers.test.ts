@@ -3,6 +3,7 @@ import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
 import { settleBacklog } from "../../src/engine/driver.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { overriding } from "../store-override.js";
 import {
   aborted,
@@ -19,6 +20,7 @@ import {
   sharedStoreOptions,
   silentLogger,
   storeOptions,
+  tempDbPath,
   until,
 } from "./helpers.js";
 
@@ -641,5 +643,61 @@ forEachBackend((backend) => {
       expect((await r.get(inB))!.status).toBe("pending");
       onCleanup(() => r.close());
     });
+  });
+});
+
+describe("a claim of a task the worker still runs (spec §8.10, §13.8)", () => {
+  it("§8.10 / §13.8 ends the old invocation as a lost lease, runs the new claim, and counts the old one's slot until its code returns", async () => {
+    const releaseOld = deferred();
+    const releaseNew = deferred();
+    const started: string[] = [];
+    const signals: AbortSignal[] = [];
+    const held = defineTask({
+      name: "held",
+      run: async (ctx) => {
+        signals.push(ctx.signal);
+        const n = signals.length;
+        started.push(`held${n}`);
+        await (n === 1 ? releaseOld.promise : releaseNew.promise);
+        return n;
+      },
+    });
+    const other = defineTask({
+      name: "other",
+      run: () => {
+        started.push("other");
+        return "done";
+      },
+    });
+    const r = await openRatchet([held, other], { store: `sqlite:${tempDbPath()}`, pollIntervalMs: 5 });
+    const db = (r.store as SqliteStore).db;
+    const id = await r.enqueue(held);
+    const cols = "status, epoch, attempts, lease_until, locked_by, started_at, claimed_at";
+    const before = db.prepare(`SELECT ${cols} FROM ratchet_tasks WHERE id = ?`).get(id) as Record<
+      string,
+      unknown
+    >;
+    await r.start({ concurrency: 2 });
+    await until(() => started.length === 1);
+    // The claim as if it never committed (a claim lost in a crash, §13.8): the worker claims the task again.
+    db.prepare(`UPDATE ratchet_tasks SET (${cols}) = (?, ?, ?, ?, ?, ?, ?) WHERE id = ?`).run(
+      ...Object.values(before),
+      id,
+    );
+    await until(() => started.length === 2);
+    expect(started).toEqual(["held1", "held2"]);
+    await aborted(signals[0]!);
+    expect((signals[0]!.reason as RatchetError).code).toBe("RATCHET_LEASE_LOST");
+    expect(signals[1]!.aborted).toBe(false);
+    // The old code still runs: with the new invocation, both slots are taken and nothing else starts.
+    const otherId = await r.enqueue(other);
+    await new Promise((res) => setTimeout(res, 200));
+    expect(started).toEqual(["held1", "held2"]);
+    releaseOld.resolve();
+    await r.waitFor(otherId, { timeoutMs: 10_000 });
+    releaseNew.resolve();
+    await r.waitFor(id, { timeoutMs: 10_000 });
+    expect((await r.get(id))!.result).toBe(2);
+    await r.stop();
   });
 });

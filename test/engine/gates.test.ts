@@ -72,7 +72,10 @@ forEachBackend(() => {
       expect(why.text).toMatch(/waiting for a seat of "call:[ab]" \(limit 2\), held by tasks: \d+, \d+/);
       // Their settlement frees the seats (the release trigger wakes the next in line); all finish.
       await r.store.settle(
-        claimed.map((c) => ({ kind: "release" as const, fence: { taskId: c.id, token: c.epoch } })),
+        claimed.map((c) => ({
+          kind: "release" as const,
+          fence: { taskId: c.id, token: c.epoch, claimedAt: c.claimedAt },
+        })),
       );
       await r.start({ concurrency: 10 });
       await until(
@@ -168,7 +171,7 @@ forEachBackend(() => {
       await r.store.settle([
         {
           kind: "aborted",
-          fence: { taskId: a, token: held!.epoch },
+          fence: { taskId: a, token: held!.epoch, claimedAt: held!.claimedAt },
           error: { name: "Aborted", message: "x" },
         },
       ]);

@@ -128,16 +128,28 @@ describe("PostgreSQL only (spec §13)", () => {
     const first = await all(4_096);
     expect(first.map((c) => c.id)).toEqual(ids);
     const c35 = first[35]!;
-    await s.setCheckpoint({ taskId: c35.id, token: c35.epoch, mode: "run" }, JSON.stringify(long), "");
+    await s.setCheckpoint(
+      { taskId: c35.id, token: c35.epoch, claimedAt: c35.claimedAt, mode: "run" },
+      JSON.stringify(long),
+      "",
+    );
     expect((await s.abort(first[7]!.id)).state).toBe("marked");
     const back = first.filter((c) => c.id !== c35.id);
     expect(
       await s.settle(
-        back.map((c) => ({ kind: "release", fence: { taskId: c.id, token: c.epoch, mode: "run" } })),
+        back.map((c) => ({
+          kind: "release",
+          fence: { taskId: c.id, token: c.epoch, claimedAt: c.claimedAt, mode: "run" },
+        })),
       ),
     ).toEqual(back.map(() => "ok"));
     expect(
-      await s.settle([{ kind: "release", fence: { taskId: c35.id, token: c35.epoch, mode: "run" } }]),
+      await s.settle([
+        {
+          kind: "release",
+          fence: { taskId: c35.id, token: c35.epoch, claimedAt: c35.claimedAt, mode: "run" },
+        },
+      ]),
     ).toEqual(["ok"]);
     for (const [round, claimed] of [first, await all(4_096)].entries()) {
       expect(claimed.map((c) => c.id)).toEqual(ids);
@@ -170,7 +182,14 @@ describe("PostgreSQL only (spec §13)", () => {
     expect(first).toMatchObject({ id: x, attempts: 1, epoch: 1, fresh: true });
     const error = { name: "Error", message: "boom" };
     expect(
-      await s.settle([{ kind: "retry", fence: { taskId: x!, token: first!.epoch }, delayMs: 0, error }]),
+      await s.settle([
+        {
+          kind: "retry",
+          fence: { taskId: x!, token: first!.epoch, claimedAt: first!.claimedAt },
+          delayMs: 0,
+          error,
+        },
+      ]),
     ).toEqual(["ok"]);
     // A claim of another queue promotes the due timer (spec §3.4) and claims nothing, so the next
     // claim of "a" finds the task pending and takes it in the fast form (sql.ts claimFast), which
@@ -232,7 +251,11 @@ describe("PostgreSQL only (spec §13)", () => {
       );
       // …while H completes: its release trigger must neither wait for X nor set it pending again.
       const settled = await s.settle([
-        { kind: "complete", fence: { taskId: h!, token: held!.epoch }, result: "null" },
+        {
+          kind: "complete",
+          fence: { taskId: h!, token: held!.epoch, claimedAt: held!.claimedAt },
+          result: "null",
+        },
       ]);
       expect(settled).toEqual(["ok"]);
       await other.query(
@@ -286,6 +309,62 @@ describe("PostgreSQL only (spec §13)", () => {
     } finally {
       await holder.query("ROLLBACK").catch(() => {});
       await holder.end();
+    }
+  });
+
+  it("§13.8 / §3.7 a claim lost in a crash: its token is issued again, and the fence tells the claims apart by their time", async () => {
+    const [store] = await machines(1);
+    const [id] = (await store!.enqueue([task({ maxMs: 60_000 })], { maxDepth: () => 100 })).map((e) => e.id);
+    const schema = schemas.at(-1)!;
+    const raw = new pg.Client({ connectionString: PG_URL });
+    await raw.connect();
+    try {
+      const cols = "status, epoch, attempts, lease_until, locked_by, started_at, claimed_at";
+      const before = (await raw.query(`SELECT ${cols} FROM "${schema}".ratchet_tasks WHERE id = $1`, [id]))
+        .rows[0];
+      const req = { workerId: "w", queues: ["default"], names: ["t"], limit: 1, leaseGraceMs: 500 };
+      const [lost] = await store!.claim(req);
+      expect(lost!.id).toBe(id);
+      // The claim's commit did not reach the disk before the crash: the row is as it was before it.
+      await raw.query(
+        `UPDATE "${schema}".ratchet_tasks SET (${cols}) = ($2, $3, $4, $5, $6, $7, $8) WHERE id = $1`,
+        [id, ...Object.values(before)],
+      );
+      // The database clock moves on (a crash and recovery take far longer than this).
+      await new Promise((r) => setTimeout(r, 5));
+      // The same worker claims the task again: the same token, a later claim time.
+      const [again] = await store!.claim(req);
+      expect(again!.id).toBe(id);
+      expect(again!.epoch).toBe(lost!.epoch);
+      expect(again!.claimedAt).toBeGreaterThan(lost!.claimedAt);
+      const stale = { taskId: id!, token: lost!.epoch, claimedAt: lost!.claimedAt };
+      const fence = { taskId: id!, token: again!.epoch, claimedAt: again!.claimedAt };
+      // Every write of the lost claim's holder is refused and changes nothing.
+      await expect(store!.commitStep(stale, "s", "1")).rejects.toMatchObject({ code: "RATCHET_LEASE_LOST" });
+      await expect(store!.commitSteps([{ fence: stale, name: "s", result: "1" }])).resolves.toEqual([
+        "lease_lost",
+      ]);
+      await expect(store!.heartbeat(stale, 1_000, 500)).rejects.toMatchObject({ code: "RATCHET_LEASE_LOST" });
+      await expect(store!.progress(stale, 0.5, null)).rejects.toMatchObject({ code: "RATCHET_LEASE_LOST" });
+      const row = await store!.get(id!);
+      expect(
+        await store!.settle([
+          { kind: "complete", fence: stale, result: '"lost"' },
+          { kind: "retry", fence: stale, delayMs: 0, error: { name: "E", message: "x" } },
+          { kind: "release", fence: stale },
+        ]),
+      ).toEqual(["lease_lost", "lease_lost", "lease_lost"]);
+      expect(await store!.get(id!)).toEqual(row);
+      expect(await store!.steps(id!)).toEqual([]);
+      // The claim that stands writes, and its outcome is the one kept.
+      await store!.commitStep(fence, "s", "2");
+      expect(await store!.settle([{ kind: "complete", fence, result: '"kept"' }])).toEqual(["ok"]);
+      const done = await store!.get(id!);
+      expect(done!.outcome).toBe("completed");
+      expect(done!.result).toBe("kept");
+      expect((await store!.steps(id!)).map((s) => s.result)).toEqual([2]);
+    } finally {
+      await raw.end();
     }
   });
 });

@@ -188,6 +188,39 @@ function lockIsHeld(path: string): boolean {
   }
 }
 
+describe("fences on SQLite (spec §3.7)", () => {
+  it("§3.7 a write whose token matches but whose claim time does not is refused: the fence is the token and the claim's time", async () => {
+    const clock = new FakeClock();
+    const store = await openSqliteStore(clock);
+    const id = (await store.enqueue([newTask({ maxMs: 60_000 })], unlimited))[0]!.id;
+    const cols = "status, epoch, attempts, lease_until, locked_by, started_at, claimed_at";
+    const before = store.db.prepare(`SELECT ${cols} FROM ratchet_tasks WHERE id = ?`).get(id) as Record<
+      string,
+      unknown
+    >;
+    const [lost] = await store.claim(claimReq({ workerId: "w" }));
+    // The row as if the claim had never committed (what a claim lost in a PostgreSQL crash leaves, §13.8).
+    store.db
+      .prepare(`UPDATE ratchet_tasks SET (${cols}) = (?, ?, ?, ?, ?, ?, ?) WHERE id = ?`)
+      .run(...Object.values(before), id);
+    clock.advance(1);
+    const [again] = await store.claim(claimReq({ workerId: "w" }));
+    expect(again!.epoch).toBe(lost!.epoch);
+    const stale = { taskId: id, token: lost!.epoch, claimedAt: lost!.claimedAt };
+    const fence = { taskId: id, token: again!.epoch, claimedAt: again!.claimedAt };
+    await expectCode(() => store.commitStep(stale, "s", "1"), "RATCHET_LEASE_LOST");
+    expect(await store.commitSteps([{ fence: stale, name: "s", result: "1" }])).toEqual(["lease_lost"]);
+    await expectCode(() => store.heartbeat(stale, 1_000, 500), "RATCHET_LEASE_LOST");
+    await expectCode(() => store.progress(stale, 0.5, null), "RATCHET_LEASE_LOST");
+    expect(await store.settle([{ kind: "complete", fence: stale, result: '"lost"' }])).toEqual([
+      "lease_lost",
+    ]);
+    expect(await store.steps(id)).toEqual([]);
+    expect(await store.settle([{ kind: "complete", fence, result: '"kept"' }])).toEqual(["ok"]);
+    expect((await store.get(id))!.result).toBe("kept");
+  });
+});
+
 describe("the write lock on SQLite (spec §10.2)", () => {
   it("§10.2 a write that finds the lock held by another connection waits for it, then commits", async () => {
     const path = tempDbPath();

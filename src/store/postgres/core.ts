@@ -339,13 +339,20 @@ export class PgCore {
   }
 
   async refused(c: Client, fence: Fence): Promise<never> {
-    const rows = await this.run<{ status: string; epoch: number; abort_requested: number }>(
-      c,
-      `SELECT status, epoch, abort_requested FROM ${T} WHERE id = :id`,
-      { id: fence.taskId },
-    );
+    const rows = await this.run<{
+      status: string;
+      epoch: number;
+      claimed_at: number;
+      abort_requested: number;
+    }>(c, `SELECT status, epoch, claimed_at, abort_requested FROM ${T} WHERE id = :id`, { id: fence.taskId });
     const row = rows[0];
-    if (row && row.status === "running" && row.epoch === fence.token && row.abort_requested === 1)
+    if (
+      row &&
+      row.status === "running" &&
+      row.epoch === fence.token &&
+      row.claimed_at === fence.claimedAt &&
+      row.abort_requested === 1
+    )
       throw new AbortedError(fence.taskId);
     throw new LeaseLostError(fence.taskId, fence.token);
   }

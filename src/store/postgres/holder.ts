@@ -1,12 +1,17 @@
 /** Holder writes (spec §3.7–§3.8, §4): steps, heartbeats, progress and settlements, each fenced by the claim token. */
 import { AbortedError, LeaseLostError } from "../../errors.js";
-import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import {
+  type Fence,
+  fenceParams,
+  markOf,
+  type Settlement,
+  type SettleResult,
+  type StepWrite,
+  type TaskId,
+} from "../store.js";
 import { reconcile, settleTree } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
 import { FENCE, T } from "./sql.js";
-
-/** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
-const markOf = (f: Fence) => (f.mode === "abort" ? 1 : 0);
 
 /** spec §4.2: one step; a refusal becomes AbortedError or LeaseLostError. */
 export async function commitStep(core: PgCore, fence: Fence, name: string, result: string): Promise<void> {
@@ -23,32 +28,35 @@ export async function commitStep(core: PgCore, fence: Fence, name: string, resul
 export async function commitSteps(core: PgCore, items: readonly StepWrite[]): Promise<SettleResult[]> {
   if (items.length === 0) return [];
   return core.read(async (c) => {
-    const rows = await core.run<{ id: number; epoch: number; mark: number }>(
+    const rows = await core.run<{ id: number; epoch: number; claimed: number; mark: number }>(
       c,
-      `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :names::text[], :results::text[], :marks::int[])
-                    WITH ORDINALITY AS v(id, token, name, result, mark, ord)),
-       f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token, mark FROM v) d
-             WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.abort_requested = d.mark
-             RETURNING t.id, t.epoch, t.attempts, t.abort_requested AS mark),
+      `WITH v AS (SELECT * FROM unnest(:ids::bigint[], :tokens::int[], :claimed::bigint[], :names::text[],
+                                       :results::text[], :marks::int[])
+                    WITH ORDINALITY AS v(id, token, claimed, name, result, mark, ord)),
+       f AS (UPDATE ${T} t SET updated_at = :now FROM (SELECT DISTINCT id, token, claimed, mark FROM v) d
+             WHERE t.id = d.id AND t.status = 'running' AND t.epoch = d.token AND t.claimed_at = d.claimed
+               AND t.abort_requested = d.mark
+             RETURNING t.id, t.epoch, t.claimed_at AS claimed, t.attempts, t.abort_requested AS mark),
        ins AS (INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
                SELECT v.id, v.name, v.result, f.attempts, :now FROM v
-               JOIN f ON f.id = v.id AND f.epoch = v.token AND f.mark = v.mark
+               JOIN f ON f.id = v.id AND f.epoch = v.token AND f.claimed = v.claimed AND f.mark = v.mark
                ORDER BY v.ord ON CONFLICT (task_id, name) DO NOTHING RETURNING 1)
-       SELECT id, epoch, mark FROM f`,
+       SELECT id, epoch, claimed, mark FROM f`,
       {
         ids: items.map((w) => w.fence.taskId),
         tokens: items.map((w) => w.fence.token),
+        claimed: items.map((w) => w.fence.claimedAt),
         names: items.map((w) => w.name),
         results: items.map((w) => w.result),
         marks: items.map((w) => markOf(w.fence)),
       },
     );
-    // A fence is the id, the token and the mode (spec §12.5): a run-mode write of a marked task is
-    // refused even beside an abort-mode write of the same claim.
-    const held = new Set(rows.map((r) => `${r.id}:${r.epoch}:${r.mark}`));
+    // A fence is the id, the token, the claim's time and the mode (spec §3.7, §12.5): a run-mode
+    // write of a marked task is refused even beside an abort-mode write of the same claim.
+    const held = new Set(rows.map((r) => `${r.id}:${r.epoch}:${r.claimed}:${r.mark}`));
     const out: SettleResult[] = [];
     for (const w of items) {
-      if (held.has(`${w.fence.taskId}:${w.fence.token}:${markOf(w.fence)}`)) {
+      if (held.has(`${w.fence.taskId}:${w.fence.token}:${w.fence.claimedAt}:${markOf(w.fence)}`)) {
         out.push("ok");
         continue;
       }
@@ -72,7 +80,7 @@ export async function heartbeat(
     const rows = await core.run(
       c,
       `UPDATE ${T} SET lease_until = :now + :ms::bigint, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING id`,
-      { id: fence.taskId, token: fence.token, ms: maxMs + leaseGraceMs, mark: markOf(fence) },
+      { ...fenceParams(fence), ms: maxMs + leaseGraceMs, mark: markOf(fence) },
     );
     if (!rows[0]) await core.refused(c, fence);
   });
@@ -88,7 +96,7 @@ export async function progress(
     const rows = await core.run(
       c,
       `UPDATE ${T} SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark RETURNING id`,
-      { id: fence.taskId, token: fence.token, p: fraction, note, mark: markOf(fence) },
+      { ...fenceParams(fence), p: fraction, note, mark: markOf(fence) },
     );
     if (!rows[0]) await core.refused(c, fence);
   });
@@ -243,6 +251,7 @@ export async function completeMany(
     {
       ids: unique.map((s) => s.fence.taskId),
       tokens: unique.map((s) => s.fence.token),
+      claimed: unique.map((s) => s.fence.claimedAt),
       ...resultSlices(unique),
       shard: core.shard,
       total: items.length,
@@ -264,6 +273,7 @@ export function completeManySql(plain: boolean): string {
        lease_until = NULL, locked_by = NULL, updated_at = :now
      WHERE t.id = ANY(:ids::bigint[]) AND CASE WHEN t.status = 'running' THEN true ELSE false END
        AND t.epoch = (:tokens::int[])[width_bucket(t.id, :ids::bigint[])]
+       AND t.claimed_at = (:claimed::bigint[])[width_bucket(t.id, :ids::bigint[])]
        AND t.abort_requested = 0 AND t.owns = 0${plain ? PLAIN : ""}
      RETURNING t.id, t.epoch AS token, t.queue, t.dependents, (t.owner_id IS NOT NULL OR t.watched = 1) AS tree),
    counted AS (
@@ -318,7 +328,7 @@ export async function settleOne(
   // Abort-mode invocations and interrupted runs with an abort handler follow the tree rules (spec §12.5).
   if (s.fence.mode === "abort" || (s.kind === "aborted" && s.handler))
     return { result: await core.inTx(c, settleTree(s)), wake: false };
-  const p = { id: s.fence.taskId, token: s.fence.token };
+  const p = fenceParams(s.fence);
   const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
   const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
   type Row = {

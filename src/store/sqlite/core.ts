@@ -212,10 +212,18 @@ export class SqliteCore {
 
   /** Throws the reason a fenced write matched no row. */
   refused(fence: Fence): never {
-    const row = this.s("SELECT status, epoch, abort_requested FROM ratchet_tasks WHERE id = ?").get(
-      fence.taskId,
-    ) as { status: string; epoch: number; abort_requested: number } | undefined;
-    if (row && row.status === "running" && row.epoch === fence.token && row.abort_requested === 1)
+    const row = this.s(
+      "SELECT status, epoch, claimed_at, abort_requested FROM ratchet_tasks WHERE id = ?",
+    ).get(fence.taskId) as
+      | { status: string; epoch: number; claimed_at: number; abort_requested: number }
+      | undefined;
+    if (
+      row &&
+      row.status === "running" &&
+      row.epoch === fence.token &&
+      row.claimed_at === fence.claimedAt &&
+      row.abort_requested === 1
+    )
       throw new AbortedError(fence.taskId);
     throw new LeaseLostError(fence.taskId, fence.token);
   }

@@ -1,13 +1,18 @@
 /** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
 import { fromJson } from "../../core/json.js";
 import { bySize } from "../sized.js";
-import type { Fence, Settlement, SettleResult, StepWrite, TaskId } from "../store.js";
+import {
+  type Fence,
+  fenceParams,
+  markOf,
+  type Settlement,
+  type SettleResult,
+  type StepWrite,
+  type TaskId,
+} from "../store.js";
 import { reconcile, settleTree } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import { FENCE, placeholders } from "./sql.js";
-
-/** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
-export const markOf = (f: Fence) => (f.mode === "abort" ? 1 : 0);
 
 export function loadSteps(c: SqliteCore, taskId: TaskId): Map<string, unknown> {
   return c.read(() => {
@@ -37,13 +42,14 @@ export function commitSteps(c: SqliteCore, items: readonly StepWrite[]): SettleR
     const out = new Array<SettleResult>(items.length);
     for (let k = 0; k < items.length; k += STEP_CHUNK) {
       const n = Math.min(STEP_CHUNK, items.length - k);
-      const checks: unknown[] = new Array(n * 4);
+      const checks: unknown[] = new Array(n * 5);
       for (let j = 0; j < n; j++) {
         const f = items[k + j]!.fence;
-        checks[4 * j] = j;
-        checks[4 * j + 1] = f.taskId;
-        checks[4 * j + 2] = f.token;
-        checks[4 * j + 3] = markOf(f);
+        checks[5 * j] = j;
+        checks[5 * j + 1] = f.taskId;
+        checks[5 * j + 2] = f.token;
+        checks[5 * j + 3] = f.claimedAt;
+        checks[5 * j + 4] = markOf(f);
       }
       // The positions whose fence holds, with their task's attempt (the column the step records).
       const held = c.sRaw(stepFencesIn(n)).all(...checks) as [number, number][];
@@ -71,13 +77,14 @@ export function commitSteps(c: SqliteCore, items: readonly StepWrite[]): SettleR
 const STEP_CHUNK = 32;
 
 /**
- * The fences of up to n steps: rows (position, id, token, mark), the positions whose fence holds
- * come back with the task's attempts (FENCE, and the holder's abort mode, spec §12.5).
+ * The fences of up to n steps: rows (position, id, token, claim time, mark), the positions whose
+ * fence holds come back with the task's attempts (FENCE, and the holder's abort mode, spec §12.5).
  */
 const stepFencesIn = bySize(
-  (n) => `SELECT v.column1, t.attempts FROM (VALUES ${placeholders(n, "(?, ?, ?, ?)")}) AS v
+  (n) => `SELECT v.column1, t.attempts FROM (VALUES ${placeholders(n, "(?, ?, ?, ?, ?)")}) AS v
     CROSS JOIN ratchet_tasks t
-    WHERE t.id = v.column2 AND t.status = 'running' AND t.epoch = v.column3 AND t.abort_requested = v.column4`,
+    WHERE t.id = v.column2 AND t.status = 'running' AND t.epoch = v.column3 AND t.claimed_at = v.column4
+      AND t.abort_requested = v.column5`,
 );
 
 /** n steps (task, name, result, attempt) recorded at :now, in the order given. */
@@ -93,7 +100,7 @@ export function heartbeat(c: SqliteCore, fence: Fence, maxMs: number, leaseGrace
       .s(
         `UPDATE ratchet_tasks SET lease_until = :now + :ms, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark`,
       )
-      .run({ id: fence.taskId, token: fence.token, now, ms: maxMs + leaseGraceMs, mark: markOf(fence) });
+      .run({ ...fenceParams(fence), now, ms: maxMs + leaseGraceMs, mark: markOf(fence) });
     if (r.changes !== 1) c.refused(fence);
   });
 }
@@ -105,7 +112,7 @@ export function progress(c: SqliteCore, fence: Fence, fraction: number, note: st
       .s(
         `UPDATE ratchet_tasks SET progress = :p, progress_note = :note, updated_at = :now WHERE ${FENCE} AND abort_requested = :mark`,
       )
-      .run({ id: fence.taskId, token: fence.token, now, p: fraction, note, mark: markOf(fence) });
+      .run({ ...fenceParams(fence), now, p: fraction, note, mark: markOf(fence) });
     if (r.changes !== 1) c.refused(fence);
   });
 }
@@ -155,14 +162,15 @@ function completeMany(
   for (let k = 0; k < picks.length; k += COMPLETE_CHUNK) {
     const chunk = picks.slice(k, k + COMPLETE_CHUNK);
     // Positional values after the named :now (see claimIn for why not :i0, :t0, :r0, …).
-    const values: unknown[] = new Array(chunk.length * 3);
+    const values: unknown[] = new Array(chunk.length * 4);
     const chunkIds: TaskId[] = new Array(chunk.length);
     for (let j = 0; j < chunk.length; j++) {
       const s = items[chunk[j]!] as Extract<Settlement, { kind: "complete" }>;
       chunkIds[j] = s.fence.taskId;
-      values[3 * j] = s.fence.taskId;
-      values[3 * j + 1] = s.fence.token;
-      values[3 * j + 2] = s.result;
+      values[4 * j] = s.fence.taskId;
+      values[4 * j + 1] = s.fence.token;
+      values[4 * j + 2] = s.fence.claimedAt;
+      values[4 * j + 3] = s.result;
     }
     // Rows as arrays of COMPLETE_RETURNING; each finds its item by id (unique within a chunk).
     const rows = c.sRaw(completeIn(chunk.length)).all({ now }, ...values) as unknown[][];
@@ -181,17 +189,17 @@ function completeMany(
 }
 
 /**
- * Completion of n fenced tasks in one statement: `stmt.all({ now }, id0, token0, result0, id1, …)`.
+ * Completion of n fenced tasks in one statement: `stmt.all({ now }, id0, token0, claimedAt0, result0, id1, …)`.
  * Returns id, queue, dependents, owner_id, watched.
  */
 export const completeIn = bySize(
   (
     n,
-  ) => `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column3, ended_at = :now,
+  ) => `UPDATE ratchet_tasks SET status = 'terminal', outcome = 'completed', result = v.column4, ended_at = :now,
       lease_until = NULL, locked_by = NULL, updated_at = :now
-    FROM (VALUES ${placeholders(n, "(?, ?, ?)")}) AS v
+    FROM (VALUES ${placeholders(n, "(?, ?, ?, ?)")}) AS v
     WHERE ratchet_tasks.id = v.column1 AND ratchet_tasks.status = 'running' AND ratchet_tasks.epoch = v.column2
-      AND ratchet_tasks.abort_requested = 0 AND ratchet_tasks.owns = 0
+      AND ratchet_tasks.claimed_at = v.column3 AND ratchet_tasks.abort_requested = 0 AND ratchet_tasks.owns = 0
     RETURNING id, queue, dependents, owner_id, watched`,
 );
 
@@ -204,7 +212,7 @@ function settleOne(
 ): SettleResult {
   // Abort-mode invocations and interrupted runs with an abort handler follow the tree rules (spec §12.5).
   if (s.fence.mode === "abort" || (s.kind === "aborted" && s.handler)) return c.inTx(settleTree(s));
-  const p = { id: s.fence.taskId, token: s.fence.token, now };
+  const p = { ...fenceParams(s.fence), now };
   const guard = s.kind === "aborted" || s.kind === "release" ? "" : "AND abort_requested = 0";
   const end = "lease_until = NULL, locked_by = NULL, updated_at = :now";
   // `owns = 0`: a task that spawned children may have to hold its outcome (spec §12.4); see the fallback below.

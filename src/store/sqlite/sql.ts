@@ -14,7 +14,7 @@ export const READY = `(status = 'pending' OR (status = 'running' AND lease_until
   OR (status = 'waiting' AND wake_at <= :now))`;
 
 /** The fence (spec §3.7): only the current holder's writes match. */
-export const FENCE = `id = :id AND status = 'running' AND epoch = :token`;
+export const FENCE = `id = :id AND status = 'running' AND epoch = :token AND claimed_at = :claimed`;
 
 export const CLAIM_SET = `status = 'running', attempts = attempts + 1, epoch = epoch + 1,
   lease_until = :now + max_ms + :grace, locked_by = :worker, claimed_at = :now,

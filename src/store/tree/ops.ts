@@ -275,6 +275,7 @@ interface FencedRow {
   id: number;
   status: string;
   epoch: number;
+  claimed_at: number;
   abort_requested: number;
   attempts: number;
   queue: string;
@@ -286,10 +287,11 @@ interface FencedRow {
 /** Reads and locks the fenced row; the reason it does not hold, or the row. */
 function* fenced(fence: Fence): Program<FencedRow | SettleResult> {
   const r = yield* one<FencedRow>(
-    `SELECT id, status, epoch, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
+    `SELECT id, status, epoch, claimed_at, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: fence.taskId },
   );
-  if (r?.status !== "running" || r.epoch !== fence.token) return "lease_lost";
+  if (r?.status !== "running" || r.epoch !== fence.token || r.claimed_at !== fence.claimedAt)
+    return "lease_lost";
   const abortMode = fence.mode === "abort";
   if (!abortMode && r.abort_requested === 1) return "abort_marked";
   if (abortMode && r.abort_requested !== 1) return "lease_lost";
@@ -317,10 +319,11 @@ export class FenceRefused extends Error {
  */
 export function* settleTree(s: Settlement): Program<SettleResult> {
   const row = yield* one<FencedRow>(
-    `SELECT id, status, epoch, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
+    `SELECT id, status, epoch, claimed_at, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: s.fence.taskId },
   );
-  if (row?.status !== "running" || row.epoch !== s.fence.token) return "lease_lost";
+  if (row?.status !== "running" || row.epoch !== s.fence.token || row.claimed_at !== s.fence.claimedAt)
+    return "lease_lost";
   const marked = row.abort_requested === 1;
   if (s.fence.mode === "abort" && !marked) return "lease_lost";
   // spec §4.5: a run-mode holder may not commit after the mark, except to report the interruption or release.

@@ -101,8 +101,8 @@ export function claimReq(over: Partial<ClaimRequest> = {}): ClaimRequest {
 
 export const ERR: StoredError = { name: "Error", message: "it broke" };
 
-export function fenceOf(c: { id: TaskId; epoch: number }): Fence {
-  return { taskId: c.id, token: c.epoch };
+export function fenceOf(c: { id: TaskId; epoch: number; claimedAt: number }): Fence {
+  return { taskId: c.id, token: c.epoch, claimedAt: c.claimedAt };
 }
 
 /** Enqueues `tasks` and returns their ids. */

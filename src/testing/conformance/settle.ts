@@ -180,9 +180,14 @@ export function registerSettleTests(it: Define): void {
     expect(await store.settle([{ kind: "release", fence }])).toEqual(["lease_lost"]);
     expect((await must(store, id!)).outcome).toBe("completed");
     // A fence for a task that does not exist is refused too.
-    await rejection(() => store.commitStep({ taskId: 987_654, token: 1 }, "s", "1"), "RATCHET_LEASE_LOST");
+    await rejection(
+      () => store.commitStep({ taskId: 987_654, token: 1, claimedAt: 0 }, "s", "1"),
+      "RATCHET_LEASE_LOST",
+    );
     expect(
-      await store.settle([{ kind: "complete", fence: { taskId: 987_654, token: 1 }, result: "1" }]),
+      await store.settle([
+        { kind: "complete", fence: { taskId: 987_654, token: 1, claimedAt: 0 }, result: "1" },
+      ]),
     ).toEqual(["lease_lost"]);
   });
 
@@ -255,7 +260,10 @@ export function registerSettleTests(it: Define): void {
     tokens.push(d!.epoch);
     expect(tokens).toEqual([1, 2, 3, 4]);
     // The released holder's fence (token 1) can never match again.
-    await rejection(() => store.commitStep({ taskId: id!, token: 1 }, "x", "1"), "RATCHET_LEASE_LOST");
+    await rejection(
+      () => store.commitStep({ taskId: id!, token: 1, claimedAt: a!.claimedAt }, "x", "1"),
+      "RATCHET_LEASE_LOST",
+    );
   });
 
   it("§4.2 / §3.7 commitSteps group-commits steps of several holders, each fenced on its own, in item order", async ({
@@ -271,7 +279,7 @@ export function registerSettleTests(it: Define): void {
     const claimed = await store.claim(claimReq({ limit: 3 }));
     const fence = (id: number) => fenceOf(claimed.find((t) => t.id === id)!);
     expect(abortState(await store.abort(c!))).toEqual({ state: "marked" });
-    const stale = { taskId: b!, token: fence(b!).token - 1 };
+    const stale = { ...fence(b!), token: fence(b!).token - 1 };
     const results = await store.commitSteps([
       { fence: fence(a!), name: "x", result: "1" },
       { fence: stale, name: "x", result: '"stale"' },
@@ -317,7 +325,7 @@ export function registerSettleTests(it: Define): void {
         ["a", 100 + i],
       ] as const) {
         if (i % 7 === 3) {
-          items.push({ fence: { taskId: id, token: fence(id).token - 1 }, name, result: '"stale"' });
+          items.push({ fence: { ...fence(id), token: fence(id).token - 1 }, name, result: '"stale"' });
           want.push("lease_lost");
         }
         items.push({ fence: fence(id), name, result: String(result) });

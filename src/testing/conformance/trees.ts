@@ -43,7 +43,7 @@ export function registerTreeTests(it: Define): void {
     expect(await must(store, bg.id)).toMatchObject({ background: true, detached: true });
     expect((await store.children(p!)).map((t) => t.id)).toEqual([a.id, bg.id]);
     await rejection(
-      () => store.spawn({ taskId: p!, token: c.epoch + 1 }, child("x"), unlimited),
+      () => store.spawn({ taskId: p!, token: c.epoch + 1, claimedAt: c.claimedAt }, child("x"), unlimited),
       "RATCHET_LEASE_LOST",
     );
     await rejection(() => store.spawn(fenceOf(c), child("q"), { maxDepth: () => 1 }), "RATCHET_QUEUE_FULL");
