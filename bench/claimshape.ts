@@ -370,7 +370,7 @@ function storePart(c: pg.Client, schema: string, v: Variant): Part<Completion[]>
 }
 
 /** floor-lease-pg's claim of CLAIM and its fenced completion (bench/floor-sql.ts). */
-function floorPart(c: pg.Client, schema: string): Part<{ id: string; epoch: number }[]> {
+function floorPart(c: pg.Client, schema: string): Part<{ id: string; epoch: number; claimed_at: string }[]> {
   const t = `"${schema}".floor_jobs`;
   return {
     claim: async () =>
@@ -381,14 +381,14 @@ function floorPart(c: pg.Client, schema: string): Part<{ id: string; epoch: numb
             text: floorLeaseClaim(t, CLAIM),
             values: ["claimshape", Date.now()],
           })
-        ).rows as { id: string; epoch: number }[]
+        ).rows as { id: string; epoch: number; claimed_at: string }[]
       ).sort((a, b) => Number(a.id) - Number(b.id)),
     size: (b) => b.length,
     async complete(b) {
       const res = await c.query({
         name: `floor-complete-${schema}`,
         text: floorLeaseComplete(t),
-        values: [b.map((x) => x.id), b.map((x) => x.epoch), Date.now()],
+        values: [b.map((x) => x.id), b.map((x) => x.epoch), Date.now(), b.map((x) => x.claimed_at)],
       });
       return res.rowCount ?? 0;
     },

@@ -354,11 +354,13 @@ async function leanStore(
     return out;
   };
   store.settle = async (items) => {
-    const done = items.map((s) => ({ id: s.fence.taskId, epoch: s.fence.token })).sort((a, b) => a.id - b.id);
+    const done = items
+      .map((s) => ({ id: s.fence.taskId, epoch: s.fence.token, at: s.fence.claimedAt }))
+      .sort((a, b) => a.id - b.id);
     const res = await pool.query({
       name: "lean-complete",
       text: floorLeaseComplete(t),
-      values: [done.map((x) => x.id), done.map((x) => x.epoch), Date.now()],
+      values: [done.map((x) => x.id), done.map((x) => x.epoch), Date.now(), done.map((x) => x.at)],
     });
     if (res.rowCount !== items.length) throw new Error(`lean: completed ${res.rowCount} of ${items.length}`);
     completed += items.length;

@@ -76,18 +76,24 @@ export const floorLeaseSchema = (t: string): string[] => [
 export const floorLeaseInsert = (t: string): string =>
   `INSERT INTO ${t} (order_key, payload) SELECT (extract(epoch from now()) * 1000)::bigint, unnest($1::text[])`;
 
-/** A claim of up to `limit` ($1 the holder, $2 the time in ms), returning each job's fence. */
+/**
+ * A claim of up to `limit` ($1 the holder, $2 the time in ms), returning each job's fence (its epoch
+ * and the claim's time). Its commit does not wait for the flush, as Ratchet's fast claim (spec §13.8).
+ */
 export const floorLeaseClaim = (t: string, limit: number): string =>
   `UPDATE ${t} SET status = 1, locked_by = $1, attempts = attempts + 1, epoch = epoch + 1,
      lease_until = $2::bigint + max_ms, claimed_at = $2::bigint
    WHERE id = ANY(ARRAY(SELECT id FROM ${t} WHERE queue = 'default' AND status = 0
      ORDER BY order_key, id LIMIT ${limit} FOR UPDATE SKIP LOCKED))
-   RETURNING id, epoch, payload`;
+     AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+   RETURNING id, epoch, claimed_at, payload`;
 
 /**
- * The fenced completion of a claimed batch: $1 its ids ascending, $2 their epochs, $3 the time. Each
- * row finds its epoch by binary search (width_bucket over the sorted ids), as Ratchet's does.
+ * The fenced completion of a claimed batch: $1 its ids ascending, $2 their epochs, $3 the time, $4
+ * their claims' times (spec §3.7). Each row finds its fence by binary search (width_bucket over the
+ * sorted ids), as Ratchet's does.
  */
 export const floorLeaseComplete = (t: string): string =>
   `UPDATE ${t} SET status = 2, result = 'null', ended_at = $3::bigint, lease_until = NULL, locked_by = NULL
-   WHERE id = ANY($1::bigint[]) AND status = 1 AND epoch = ($2::int[])[width_bucket(id, $1::bigint[])]`;
+   WHERE id = ANY($1::bigint[]) AND status = 1 AND epoch = ($2::int[])[width_bucket(id, $1::bigint[])]
+     AND claimed_at = ($4::bigint[])[width_bucket(id, $1::bigint[])]`;

@@ -160,8 +160,8 @@ async function sqliteWorker(_t: Targets, ref: StoreRef, { onJob }: WorkerOptions
 
 type PgKind = "plain" | "lease";
 
-/** A claimed job: its id (bigint, as text) and, for the lease floor, the epoch that fences it. */
-type PgJob = { id: string; epoch?: number; payload: string };
+/** A claimed job: its id (bigint, as text) and, for the lease floor, the epoch and claim time that fence it. */
+type PgJob = { id: string; epoch?: number; claimed_at?: string; payload: string };
 
 /**
  * What each PostgreSQL floor runs (floor-sql.ts), `t` the quoted table: its table, its inserts, and
@@ -196,14 +196,16 @@ const PG_SQL: Record<
       c.query({ name: "floor-lease-claim", text: floorLeaseClaim(t, CLAIM), values: [me, Date.now()] }),
     complete: (c, t, jobs) => {
       // Ids ascending, for the binary search of each row's epoch.
-      const sorted = jobs.map((j) => ({ id: Number(j.id), epoch: j.epoch! })).sort((a, b) => a.id - b.id);
+      const sorted = jobs
+        .map((j) => ({ id: Number(j.id), epoch: j.epoch!, at: j.claimed_at! }))
+        .sort((a, b) => a.id - b.id);
       return c.query({
         name: "floor-lease-complete",
         text: floorLeaseComplete(t),
-        values: [sorted.map((j) => j.id), sorted.map((j) => j.epoch), Date.now()],
+        values: [sorted.map((j) => j.id), sorted.map((j) => j.epoch), Date.now(), sorted.map((j) => j.at)],
       });
     },
-    notes: `floor-pg plus Ratchet's rules for a claim and a completion: claim order (queue, order key, id), attempts, a fencing epoch, a lease with its partial index, the fenced completion keeping the row with its result and end time; claims of ${CLAIM}, completions on a second connection`,
+    notes: `floor-pg plus Ratchet's rules for a claim and a completion: claim order (queue, order key, id), attempts, a fencing epoch, a lease with its partial index, the fenced completion (epoch and claim time) keeping the row with its result and end time; claims of ${CLAIM} that commit without waiting for their flush (as Ratchet's, spec §13.8), completions on a second connection`,
   },
 };
 
