@@ -97,6 +97,7 @@ if (args.help) {
       "               (a prefix selects a group: w1, w2; case-insensitive; w6 runs w2-c16, w5 and w5m,\n" +
       "               whose RSS it reports)\n" +
       "  --all-runs   W5m and W5b in every run (default: the first run only)\n" +
+      "  the JSON goes to peers/results/latest.json, or latest-partial.json with --only/--skip/--figures\n" +
       "  --pg-url     default: env RATCHET_PG_URL, else postgres://postgres@127.0.0.1:5432/test\n" +
       "  --redis-url  default: env REDIS_URL, else redis://127.0.0.1:6379\n" +
       "  --dir        where the temporary SQLite files go (default: the OS temp dir)\n" +
@@ -1112,7 +1113,10 @@ async function main(): Promise<void> {
   const here = dirname(fileURLToPath(import.meta.url));
   const outDir = join(here, "results");
   mkdirSync(outDir, { recursive: true });
-  const file = join(outDir, QUICK ? "latest-quick.json" : "latest.json");
+  // A run of some engines or figures (--only, --skip, --figures) does not replace the full run's JSON,
+  // which docs/benchmarks-peers.md quotes: it goes to latest-partial.json.
+  const partial = only !== undefined || args.skip !== undefined || figureList !== undefined;
+  const file = join(outDir, QUICK ? "latest-quick.json" : partial ? "latest-partial.json" : "latest.json");
   writeFileSync(
     file,
     `${JSON.stringify(

@@ -40,6 +40,25 @@ export function fenceParams(f: Fence): { id: TaskId; token: number; claimed: num
   return { id: f.taskId, token: f.token, claimed: f.claimedAt };
 }
 
+/** A task row's fields a fence tests (spec §3.7). */
+export interface FencedFields {
+  status: string;
+  epoch: number;
+  claimed_at: number;
+  abort_requested: number;
+}
+
+/** A refused write's row still held by the fence, but marked: the mark refused it (spec §3.7, §4.5). */
+export function refusedForMark(row: FencedFields | undefined, f: Fence): boolean {
+  return (
+    row !== undefined &&
+    row.status === "running" &&
+    row.epoch === f.token &&
+    row.claimed_at === f.claimedAt &&
+    row.abort_requested === 1
+  );
+}
+
 /** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */
 export const markOf = (f: Fence): 0 | 1 => (f.mode === "abort" ? 1 : 0);
 

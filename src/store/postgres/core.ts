@@ -17,7 +17,14 @@ import {
   SchemaTooNewError,
   StoreError,
 } from "../../errors.js";
-import type { EventKind, Fence, TaskId, TaskRecord } from "../store.js";
+import {
+  type EventKind,
+  type Fence,
+  type FencedFields,
+  refusedForMark,
+  type TaskId,
+  type TaskRecord,
+} from "../store.js";
 import { FenceRefused } from "../tree/ops.js";
 import { type Op, type Program, pgSql, runAsync } from "../tree/program.js";
 import { queueLive } from "./enqueue.js";
@@ -339,21 +346,12 @@ export class PgCore {
   }
 
   async refused(c: Client, fence: Fence): Promise<never> {
-    const rows = await this.run<{
-      status: string;
-      epoch: number;
-      claimed_at: number;
-      abort_requested: number;
-    }>(c, `SELECT status, epoch, claimed_at, abort_requested FROM ${T} WHERE id = :id`, { id: fence.taskId });
-    const row = rows[0];
-    if (
-      row &&
-      row.status === "running" &&
-      row.epoch === fence.token &&
-      row.claimed_at === fence.claimedAt &&
-      row.abort_requested === 1
-    )
-      throw new AbortedError(fence.taskId);
+    const rows = await this.run<FencedFields>(
+      c,
+      `SELECT status, epoch, claimed_at, abort_requested FROM ${T} WHERE id = :id`,
+      { id: fence.taskId },
+    );
+    if (refusedForMark(rows[0], fence)) throw new AbortedError(fence.taskId);
     throw new LeaseLostError(fence.taskId, fence.token);
   }
 

@@ -10,7 +10,15 @@ import type { Clock } from "../../core/clock.js";
 import type { StoredError } from "../../core/json.js";
 import type { Outcome } from "../../core/model.js";
 import { AbortedError, LeaseLostError, RatchetError, StoreError } from "../../errors.js";
-import type { EventKind, Fence, SettleResult, TaskId, TaskRecord } from "../store.js";
+import {
+  type EventKind,
+  type Fence,
+  type FencedFields,
+  refusedForMark,
+  type SettleResult,
+  type TaskId,
+  type TaskRecord,
+} from "../store.js";
 
 import { FenceRefused } from "../tree/ops.js";
 import { type Op, type Program, runSync, sqliteParams, sqliteSql } from "../tree/program.js";
@@ -214,17 +222,8 @@ export class SqliteCore {
   refused(fence: Fence): never {
     const row = this.s(
       "SELECT status, epoch, claimed_at, abort_requested FROM ratchet_tasks WHERE id = ?",
-    ).get(fence.taskId) as
-      | { status: string; epoch: number; claimed_at: number; abort_requested: number }
-      | undefined;
-    if (
-      row &&
-      row.status === "running" &&
-      row.epoch === fence.token &&
-      row.claimed_at === fence.claimedAt &&
-      row.abort_requested === 1
-    )
-      throw new AbortedError(fence.taskId);
+    ).get(fence.taskId) as FencedFields | undefined;
+    if (refusedForMark(row, fence)) throw new AbortedError(fence.taskId);
     throw new LeaseLostError(fence.taskId, fence.token);
   }
 
