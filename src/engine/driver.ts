@@ -129,9 +129,12 @@ class Running {
     return Object.values(this.#by);
   }
 
+  /**
+   * Drops the lookup (a drained driver starts nothing more). The count stays: an invocation whose
+   * code still runs after the shutdown counts until it returns, and its slotFree takes it off then.
+   */
   clear(): void {
     this.#by = Object.create(null);
-    this.#size = 0;
   }
 }
 
