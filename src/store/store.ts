@@ -48,15 +48,14 @@ export interface FencedFields {
   abort_requested: number;
 }
 
+/** The row is still the fence's claim: running, with its token and its claim's time (spec §3.7). */
+export function holds(row: FencedFields | undefined, f: Fence): row is FencedFields {
+  return row?.status === "running" && row.epoch === f.token && row.claimed_at === f.claimedAt;
+}
+
 /** A refused write's row still held by the fence, but marked: the mark refused it (spec §3.7, §4.5). */
 export function refusedForMark(row: FencedFields | undefined, f: Fence): boolean {
-  return (
-    row !== undefined &&
-    row.status === "running" &&
-    row.epoch === f.token &&
-    row.claimed_at === f.claimedAt &&
-    row.abort_requested === 1
-  );
+  return holds(row, f) && row.abort_requested === 1;
 }
 
 /** 1 for an abort-mode invocation: its writes need the mark that refuses a run-mode holder's (spec §12.5). */

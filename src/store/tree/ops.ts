@@ -20,22 +20,23 @@ import {
 } from "../../errors.js";
 import { applyGates, gateExplain } from "../gates.js";
 import { type TaskRow, toRecord } from "../rows.js";
-import type {
-  AbortResult,
-  BlockedInfo,
-  DefinitionInfo,
-  EventKind,
-  EventWaitResult,
-  ExplainRows,
-  Fence,
-  InspectRows,
-  NewChild,
-  Settlement,
-  SettleResult,
-  TaskId,
-  TaskRecord,
-  WaitPolicy,
-  WaitResult,
+import {
+  type AbortResult,
+  type BlockedInfo,
+  type DefinitionInfo,
+  type EventKind,
+  type EventWaitResult,
+  type ExplainRows,
+  type Fence,
+  holds,
+  type InspectRows,
+  type NewChild,
+  type Settlement,
+  type SettleResult,
+  type TaskId,
+  type TaskRecord,
+  type WaitPolicy,
+  type WaitResult,
 } from "../store.js";
 import { TURN_MARK } from "./keys.js";
 import { one, type Program, q } from "./program.js";
@@ -290,8 +291,7 @@ function* fenced(fence: Fence): Program<FencedRow | SettleResult> {
     `SELECT id, status, epoch, claimed_at, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: fence.taskId },
   );
-  if (r?.status !== "running" || r.epoch !== fence.token || r.claimed_at !== fence.claimedAt)
-    return "lease_lost";
+  if (!holds(r, fence)) return "lease_lost";
   const abortMode = fence.mode === "abort";
   if (!abortMode && r.abort_requested === 1) return "abort_marked";
   if (abortMode && r.abort_requested !== 1) return "lease_lost";
@@ -322,8 +322,7 @@ export function* settleTree(s: Settlement): Program<SettleResult> {
     `SELECT id, status, epoch, claimed_at, abort_requested, attempts, queue, owner_id, scope, detached FROM ${T} WHERE id = :id @update`,
     { id: s.fence.taskId },
   );
-  if (row?.status !== "running" || row.epoch !== s.fence.token || row.claimed_at !== s.fence.claimedAt)
-    return "lease_lost";
+  if (!holds(row, s.fence)) return "lease_lost";
   const marked = row.abort_requested === 1;
   if (s.fence.mode === "abort" && !marked) return "lease_lost";
   // spec §4.5: a run-mode holder may not commit after the mark, except to report the interruption or release.
