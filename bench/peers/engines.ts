@@ -7,10 +7,17 @@ import type { QueueEngine, StepsAdapter, Targets } from "./adapter.js";
 
 export type Needs = "sqlite" | "postgres" | "redis";
 
+/** Ratchet's adapter, with the store's modules that open() would import lazily (see preload). */
+async function ratchet(kind: "sqlite" | "postgres"): Promise<QueueEngine> {
+  const m = await import("./ratchet.js");
+  await m.preload(kind);
+  return kind === "sqlite" ? m.ratchetSqlite : m.ratchetPg;
+}
+
 export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<QueueEngine> }> = {
-  "ratchet-sqlite": { needs: "sqlite", load: async () => (await import("./ratchet.js")).ratchetSqlite },
+  "ratchet-sqlite": { needs: "sqlite", load: async () => ratchet("sqlite") },
   plainjob: { needs: "sqlite", load: async () => (await import("./plainjob.js")).plainjob },
-  "ratchet-pg": { needs: "postgres", load: async () => (await import("./ratchet.js")).ratchetPg },
+  "ratchet-pg": { needs: "postgres", load: async () => ratchet("postgres") },
   "graphile-worker": {
     needs: "postgres",
     load: async () => (await import("./graphile-worker.js")).graphileWorker,

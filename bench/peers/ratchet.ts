@@ -37,6 +37,22 @@ if (!existsSync(fileURLToPath(DIST)))
 const { defineTask, Ratchet, silentLogger }: typeof import("../../src/index.js") = await import(DIST.href);
 type Ratchet = import("../../src/index.js").Ratchet;
 
+/**
+ * Loads the store's modules, which `Ratchet.open` imports lazily (a SQLite user never loads pg), so
+ * that a worker process has them before its clock starts: the harness times each worker's
+ * connection and start-up, not its module loading, and every peer's modules are loaded with its
+ * adapter. Without this, Ratchet's PostgreSQL workers loaded their own copy of pg and the store's
+ * modules inside the timed drain: 36–48 ms on 2026-12-03's VM (`import()` of
+ * dist/src/store/postgres/postgres-store.js after the harness's own pg, five fresh processes), about
+ * a twentieth of a W2 c16 drain and a seventh of a W5 one. A user's fresh worker pays it in open().
+ */
+export async function preload(kind: Kind): Promise<void> {
+  await import(
+    new URL(kind === "sqlite" ? "store/sqlite/sqlite-store.js" : "store/postgres/postgres-store.js", DIST)
+      .href
+  );
+}
+
 const POLL_MS = 20;
 const POOL = 10;
 /**
