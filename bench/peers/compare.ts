@@ -332,6 +332,22 @@ const CPU_FIGURES: Figure[] = [
       "user + system CPU time of every postgres (or redis-server) process of this machine over the timed drain, per job; none for SQLite",
     lowerIsBetter: true,
   },
+  // The same with two worker processes: whether a second process costs more per job, or finds
+  // cores the first left idle (graphile-worker's rate grows with it, Ratchet's did not).
+  {
+    id: "cpu-w2-2p-c16-worker",
+    label: "CPU of the worker processes, W2 2 processes × c16 (µs/job)",
+    unit: "µs",
+    detail: "the same for W2 with two worker processes: both processes' CPU time together, per job",
+    lowerIsBetter: true,
+  },
+  {
+    id: "cpu-w2-2p-c16-server",
+    label: "CPU of the server, W2 2 processes × c16 (µs/job)",
+    unit: "µs",
+    detail: "the server's CPU time over the two-process drain, per job; none for SQLite",
+    lowerIsBetter: true,
+  },
 ];
 const ALL_FIGURES: Figure[] = [
   ...QUEUE_FIGURES,
@@ -356,7 +372,12 @@ const MEASUREMENTS: Measurement[] = [
   ...QUEUE_FIGURES.map((f) => ({
     id: f.id,
     label: f.label,
-    figures: f.id === "w2-c16" ? [f, figure("w6-w2c16-start"), figure("w6-w2c16"), ...CPU_FIGURES] : [f],
+    figures:
+      f.id === "w2-c16"
+        ? [f, figure("w6-w2c16-start"), figure("w6-w2c16"), ...CPU_FIGURES.slice(0, 2)]
+        : f.id === "w2-2p-c16"
+          ? [f, ...CPU_FIGURES.slice(2)]
+          : [f],
   })),
   { id: "w3", label: "W3 latency, worker in another process", figures: W3_FIGURES },
   { id: "w3local", label: "W3 latency, worker in the enqueuer's process", figures: W3_LOCAL_FIGURES },
@@ -696,6 +717,10 @@ async function measureQueue(
       out["cpu-w2c16-worker"] = (d.workerCpuMs * 1_000) / N;
       if (d.serverCpuMs !== null) out["cpu-w2c16-server"] = (d.serverCpuMs * 1_000) / N;
     }
+    if (m.id === "w2-2p-c16") {
+      out["cpu-w2-2p-c16-worker"] = (d.workerCpuMs * 1_000) / N;
+      if (d.serverCpuMs !== null) out["cpu-w2-2p-c16-server"] = (d.serverCpuMs * 1_000) / N;
+    }
     return out;
   } finally {
     await a.teardown();
@@ -1012,7 +1037,7 @@ async function main(): Promise<void> {
     { title: "W6 memory: RSS of a worker process (MB); lower is better.", figures: W6_FIGURES },
     {
       title:
-        "CPU of W2 c16 (µs per job, from /proc; both share the machine's two cores): the worker process, and the server's processes.",
+        "CPU of W2 c16, one and two worker processes (µs per job, from /proc; all share the machine's two cores): the worker processes, and the server's processes.",
       figures: CPU_FIGURES,
     },
   ];
