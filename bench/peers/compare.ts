@@ -315,7 +315,7 @@ const W6_FIGURES: Figure[] = [
 ];
 /** Which processes of this machine are the store's server, by backend (SQLite has none). */
 const SERVER_COMM: Record<string, string | undefined> = { postgres: "postgres", redis: "redis-server" };
-const CPU_FIGURES: Figure[] = [
+const CPU_W2C16: Figure[] = [
   {
     id: "cpu-w2c16-worker",
     label: "CPU of the worker process, W2 c16 (µs/job)",
@@ -332,8 +332,10 @@ const CPU_FIGURES: Figure[] = [
       "user + system CPU time of every postgres (or redis-server) process of this machine over the timed drain, per job; none for SQLite",
     lowerIsBetter: true,
   },
-  // The same with two worker processes: whether a second process costs more per job, or finds
-  // cores the first left idle (graphile-worker's rate grows with it, Ratchet's did not).
+];
+// The same with two worker processes: whether a second process costs more per job, or finds
+// cores the first left idle (graphile-worker's rate grows with it, Ratchet's did not).
+const CPU_W2_2P: Figure[] = [
   {
     id: "cpu-w2-2p-c16-worker",
     label: "CPU of the worker processes, W2 2 processes × c16 (µs/job)",
@@ -349,6 +351,7 @@ const CPU_FIGURES: Figure[] = [
     lowerIsBetter: true,
   },
 ];
+const CPU_FIGURES: Figure[] = [...CPU_W2C16, ...CPU_W2_2P];
 const ALL_FIGURES: Figure[] = [
   ...QUEUE_FIGURES,
   STEPS_FIGURE,
@@ -374,9 +377,9 @@ const MEASUREMENTS: Measurement[] = [
     label: f.label,
     figures:
       f.id === "w2-c16"
-        ? [f, figure("w6-w2c16-start"), figure("w6-w2c16"), ...CPU_FIGURES.slice(0, 2)]
+        ? [f, figure("w6-w2c16-start"), figure("w6-w2c16"), ...CPU_W2C16]
         : f.id === "w2-2p-c16"
-          ? [f, ...CPU_FIGURES.slice(2)]
+          ? [f, ...CPU_W2_2P]
           : [f],
   })),
   { id: "w3", label: "W3 latency, worker in another process", figures: W3_FIGURES },

@@ -312,6 +312,35 @@ describe("PostgreSQL only (spec §13)", () => {
     }
   });
 
+  it("§13.8 only the claim's own transaction commits without waiting for the disk: the settlement after it on the same connection waits", async () => {
+    const schema = newSchemaName();
+    schemas.push(schema);
+    // One connection: the claim and the settlement after it share it, as they may in any pool.
+    const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+    const store = new PostgresStore({ pool, schema });
+    try {
+      await store.migrate();
+      await store.enqueue([task(), task()], { maxDepth: () => 100 });
+      const claimed = await store.claim({
+        workerId: "w",
+        queues: ["default"],
+        names: ["t"],
+        limit: 2,
+        leaseGraceMs: 500,
+      });
+      expect(claimed).toHaveLength(2);
+      // set_config(…, true) lasts to the end of the claim's transaction; a session-wide setting would
+      // let every later commit on this connection (completions, enqueues) be lost in a crash.
+      expect((await pool.query("SHOW synchronous_commit")).rows[0].synchronous_commit).toBe("on");
+      const fence = { taskId: claimed[0]!.id, token: claimed[0]!.epoch, claimedAt: claimed[0]!.claimedAt };
+      expect(await store.settle([{ kind: "complete", fence, result: "1" }])).toEqual(["ok"]);
+      expect((await pool.query("SHOW synchronous_commit")).rows[0].synchronous_commit).toBe("on");
+    } finally {
+      await store.close();
+      await pool.end();
+    }
+  });
+
   it("§13.8 / §3.7 a claim lost in a crash: its token is issued again, and the fence tells the claims apart by their time", async () => {
     const [store] = await machines(1);
     const [id] = (await store!.enqueue([task({ maxMs: 60_000 })], { maxDepth: () => 100 })).map((e) => e.id);
