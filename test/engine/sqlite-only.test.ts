@@ -3,10 +3,12 @@
  * two connections on one file). Everything the Store contract promises is in
  * the conformance suite (src/testing/conformance, run by test/conformance).
  */
+import { existsSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { admitRead, FIRST_PARKED } from "../../src/store/gates.js";
+import { BACKSTOP_PAGES } from "../../src/store/sqlite/checkpointer.js";
 import { CLAIM_ONE, LIST_READY, READY, selectExpired, selectPending } from "../../src/store/sqlite/sql.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { reconcile } from "../../src/store/tree/ops.js";
@@ -245,5 +247,52 @@ describe("the write lock on SQLite (spec §10.2)", () => {
     expect(err.message).toMatch(/locked|busy/i);
     await lock.released;
     expect(await store.list({ limit: 10 })).toEqual([]);
+  });
+});
+
+describe("checkpoints on SQLite (spec §10.4)", () => {
+  /** Waits, up to 10 s, until `ok` holds. */
+  async function until(ok: () => boolean): Promise<void> {
+    const deadline = Date.now() + 10_000;
+    while (!ok()) {
+      if (Date.now() > deadline) throw new Error("timed out");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  it("§10.4 the WAL goes back into the database file on the background thread, not in a commit", async () => {
+    const path = tempDbPath();
+    const store = await openSqliteStore(new FakeClock(), path);
+    // The committing connection's own checkpoints are only the backstop.
+    expect(store.db.pragma("wal_autocheckpoint", { simple: true })).toBe(BACKSTOP_PAGES);
+    for (let i = 0; i < 20; i++)
+      await store.enqueue(
+        Array.from({ length: 100 }, () => newTask({ input: JSON.stringify("x".repeat(200)) })),
+        unlimited,
+      );
+    // Far below SQLite's default threshold of 1,000 pages too: without the thread, these pages
+    // would stay in the WAL and the database file would not grow.
+    const walPages = statSync(`${path}-wal`).size / 4_096;
+    expect(walPages).toBeLessThan(1_000);
+    const pages = () =>
+      (store.db.pragma("page_count", { simple: true }) as number) *
+      (store.db.pragma("page_size", { simple: true }) as number);
+    await until(() => store.backgroundCheckpoints > 0 && statSync(path).size === pages());
+    expect(pages()).toBeGreaterThan(100 * 4_096);
+    expect(store.db.prepare("SELECT count(*) AS n FROM ratchet_tasks").get()).toEqual({ n: 2_000 });
+  });
+
+  it("§10.4 close lets the thread's connection go first, so the store's own close removes the WAL", async () => {
+    const path = tempDbPath();
+    const store = new SqliteStore({ path, clock: new FakeClock() });
+    await store.migrate();
+    await store.enqueue([newTask()], unlimited);
+    await until(() => store.backgroundCheckpoints > 0);
+    expect(existsSync(`${path}-wal`)).toBe(true);
+    await store.close();
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    // The data is in the file itself.
+    const again = await openSqliteStore(new FakeClock(), path);
+    expect((await again.list({ limit: 10 })).length).toBe(1);
   });
 });

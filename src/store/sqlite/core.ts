@@ -19,9 +19,9 @@ import {
   type TaskId,
   type TaskRecord,
 } from "../store.js";
-
 import { FenceRefused } from "../tree/ops.js";
 import { type Op, type Program, runSync, sqliteParams, sqliteSql } from "../tree/program.js";
+import type { CheckpointLane } from "./checkpointer.js";
 
 export type Db = Database.Database;
 export type Stmt = Database.Statement;
@@ -107,14 +107,20 @@ export class SqliteCore {
    * so fn never runs twice.
    */
   tx<T>(fn: () => T): T {
-    return this.#waitingForLocks(
+    const out = this.#waitingForLocks(
       () => {
         this.#began = false;
         return this.#immediate(fn) as T;
       },
       () => !this.#began,
     );
+    // Committed: the WAL grew, so the checkpoint thread has work (spec §10.4).
+    this.lane?.touch();
+    return out;
   }
+
+  /** The background checkpoints of this file (checkpointer.ts); undefined for memory or when the thread cannot run. */
+  lane: CheckpointLane | undefined;
 
   /** Runs reads outside a transaction; they write nothing, so a read that met a lock runs again. */
   read<T>(fn: () => T): T {

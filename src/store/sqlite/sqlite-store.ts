@@ -53,6 +53,7 @@ import type {
 } from "../store.js";
 import { eventStepKey } from "../tree/keys.js";
 import * as tree from "../tree/ops.js";
+import { BACKSTOP_PAGES, checkpointLane } from "./checkpointer.js";
 import * as claims from "./claim.js";
 import { type Db, SqliteCore } from "./core.js";
 import { enqueue } from "./enqueue.js";
@@ -89,6 +90,16 @@ export class SqliteStore implements Store {
     // SQLite's busy handler; the open's own pragmas above waited with the handler.
     this.db.pragma("busy_timeout = 0");
     this.#c = new SqliteCore(this.db, opts.clock, busyTimeoutMs);
+    // spec §10.4: checkpoints on a thread of their own; this connection's are only the backstop.
+    if (opts.path !== ":memory:" && opts.path !== "") {
+      this.#c.lane = checkpointLane(opts.path, opts.synchronous === "FULL" ? "FULL" : "NORMAL");
+      if (this.#c.lane) this.db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
+    }
+  }
+
+  /** Checkpoints the background thread has completed on this file (spec §10.4; tests). */
+  get backgroundCheckpoints(): number {
+    return this.#c.lane?.done ?? 0;
   }
 
   async now(): Promise<number> {
@@ -363,6 +374,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.#c.closed) return;
     this.#c.closed = true;
+    // The thread lets go of the file first, so this connection is its last and removes the WAL.
+    await this.#c.lane?.release();
     this.db.close();
   }
 }
