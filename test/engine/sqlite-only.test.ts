@@ -22,6 +22,7 @@ import {
   openSqliteStore,
   tempDbPath,
   unlimited,
+  until,
 } from "./helpers.js";
 
 describe("claims on SQLite (spec §3)", () => {
@@ -251,15 +252,6 @@ describe("the write lock on SQLite (spec §10.2)", () => {
 });
 
 describe("checkpoints on SQLite (spec §10.4)", () => {
-  /** Waits, up to 10 s, until `ok` holds. */
-  async function until(ok: () => boolean): Promise<void> {
-    const deadline = Date.now() + 10_000;
-    while (!ok()) {
-      if (Date.now() > deadline) throw new Error("timed out");
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
-
   it("§10.4 the WAL goes back into the database file on the background thread, not in a commit", async () => {
     const path = tempDbPath();
     const store = await openSqliteStore(new FakeClock(), path);
@@ -277,7 +269,7 @@ describe("checkpoints on SQLite (spec §10.4)", () => {
     const pages = () =>
       (store.db.pragma("page_count", { simple: true }) as number) *
       (store.db.pragma("page_size", { simple: true }) as number);
-    await until(() => store.backgroundCheckpoints > 0 && statSync(path).size === pages());
+    await until(() => store.checkpoints.done > 0 && statSync(path).size === pages(), "a checkpoint");
     expect(pages()).toBeGreaterThan(100 * 4_096);
     expect(store.db.prepare("SELECT count(*) AS n FROM ratchet_tasks").get()).toEqual({ n: 2_000 });
   });
@@ -287,12 +279,29 @@ describe("checkpoints on SQLite (spec §10.4)", () => {
     const store = new SqliteStore({ path, clock: new FakeClock() });
     await store.migrate();
     await store.enqueue([newTask()], unlimited);
-    await until(() => store.backgroundCheckpoints > 0);
+    await until(() => store.checkpoints.done > 0, "a checkpoint");
     expect(existsSync(`${path}-wal`)).toBe(true);
     await store.close();
     expect(existsSync(`${path}-wal`)).toBe(false);
     // The data is in the file itself.
     const again = await openSqliteStore(new FakeClock(), path);
     expect((await again.list({ limit: 10 })).length).toBe(1);
+  });
+
+  it("§10.4 a commit that changed no row wakes no checkpoint: an idle worker's empty claims cost the thread nothing", async () => {
+    const store = await openSqliteStore(new FakeClock(), tempDbPath());
+    await store.enqueue([newTask()], unlimited);
+    expect(store.checkpoints.dirty).toBe(true);
+    const empty = () => store.claim(claimReq({ queues: ["empty"] }));
+    await until(() => store.checkpoints.done > 0 && !store.checkpoints.dirty, "a checkpoint");
+    // The first commit after a checkpoint may count the rows of commits that checkpoint already
+    // held (at most one checkpoint more); once that one began, empty commits wake nothing.
+    await empty();
+    await until(() => !store.checkpoints.dirty, "the thread to begin the last checkpoint");
+    // Claims of a queue with nothing in it: IMMEDIATE transactions that write nothing.
+    for (let i = 0; i < 5; i++) expect(await empty()).toEqual([]);
+    expect(store.checkpoints.dirty).toBe(false);
+    await store.enqueue([newTask()], unlimited);
+    expect(store.checkpoints.dirty).toBe(true);
   });
 });

@@ -17,8 +17,10 @@
  * 69.0–70.3 MB in the runs above, and an empty worker thread alone takes ~9 MB on Node 20) holds its own connection to each registered file and runs
  * PASSIVE checkpoints there: they copy what no reader still needs, take no lock a writer waits for,
  * and fsync off the main thread. Modes, per file:
- * - clean: nothing committed since the last checkpoint began. The first commit after that (one
- *   Atomics load per commit, SqliteCore.tx) sets the file's flag and posts one message: dirty.
+ * - clean: nothing committed since the last checkpoint began. The first commit after that which
+ *   changed a row (SqliteCore.tx; SQLite's total_changes() tells, read only while clean: an idle
+ *   worker's claims that find nothing write nothing and wake nothing) sets the file's flag and posts
+ *   one message: dirty. While dirty, a commit costs one Atomics load.
  * - dirty: the thread checkpoints DELAY_MS later, clearing the flag as it begins, so commits during
  *   the checkpoint make the file dirty again. At most one checkpoint per file per DELAY_MS.
  * The WAL therefore holds about DELAY_MS of writes. If the thread cannot start, dies or falls behind,
@@ -41,10 +43,12 @@ const RELEASE_WAIT_MS = 2_000;
 
 /** A file-backed store's handle on the thread. */
 export interface CheckpointLane {
-  /** After a write transaction committed: marks the file dirty (one message per clean → dirty). */
+  /** After a transaction committed: marks the file dirty if it changed rows (one message per clean → dirty). */
   touch(): void;
   /** Checkpoints the thread has completed on this file (for tests and diagnostics). */
   readonly done: number;
+  /** A commit since the last checkpoint began changed rows: a checkpoint is coming. */
+  readonly dirty: boolean;
   /** The thread lets go of the file (its connection closes); resolves when it has, or after RELEASE_WAIT_MS. */
   release(): Promise<void>;
 }
@@ -136,9 +140,14 @@ function theThread(): Worker | undefined {
 
 /**
  * Registers a file with the thread, or returns undefined (the store keeps SQLite's own checkpoints
- * in its commits) when the thread cannot run.
+ * in its commits) when the thread cannot run. `changes`: the rows the store's connection has changed
+ * since it opened (SQLite's total_changes()).
  */
-export function checkpointLane(path: string, synchronous: string): CheckpointLane | undefined {
+export function checkpointLane(
+  path: string,
+  synchronous: string,
+  changes: () => number,
+): CheckpointLane | undefined {
   const t = theThread();
   if (!t) return undefined;
   const id = nextId++;
@@ -147,14 +156,24 @@ export function checkpointLane(path: string, synchronous: string): CheckpointLan
   const state: { done: number; released?: () => void } = { done: 0 };
   lanes.set(id, state);
   t.postMessage({ kind: "add", id, path, synchronous, flag: flagBuffer } satisfies ToThread);
+  // What total_changes() was when the file last became dirty. Commits while dirty are not read (one
+  // Atomics load each), so the first commit after the thread clears the flag also counts their rows
+  // and may ask for one checkpoint more than needed; a commit that changed rows is never missed.
+  let seen = changes();
   return {
     touch() {
       if (flag[0] !== 0) return;
+      const now = changes();
+      if (now === seen) return;
+      seen = now;
       Atomics.store(flag, 0, 1);
       thread?.postMessage({ kind: "dirty", id } satisfies ToThread);
     },
     get done() {
       return state.done;
+    },
+    get dirty() {
+      return Atomics.load(flag, 0) !== 0;
     },
     async release() {
       const live = thread;

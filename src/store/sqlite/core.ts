@@ -114,7 +114,7 @@ export class SqliteCore {
       },
       () => !this.#began,
     );
-    // Committed: the WAL grew, so the checkpoint thread has work (spec §10.4).
+    // Committed: if it changed rows, the WAL grew and the checkpoint thread has work (spec §10.4).
     this.lane?.touch();
     return out;
   }

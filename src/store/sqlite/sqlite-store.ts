@@ -76,11 +76,12 @@ export class SqliteStore implements Store {
 
   constructor(opts: SqliteStoreOptions) {
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 10_000));
+    const synchronous = opts.synchronous === "FULL" ? "FULL" : "NORMAL";
     try {
       this.db = new Database(opts.path);
       this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       this.db.pragma("journal_mode = WAL");
-      this.db.pragma(`synchronous = ${opts.synchronous === "FULL" ? "FULL" : "NORMAL"}`);
+      this.db.pragma(`synchronous = ${synchronous}`);
     } catch (err) {
       throw new StoreError(`cannot open SQLite database at ${opts.path}: ${(err as Error).message}`, {
         cause: err,
@@ -92,14 +93,15 @@ export class SqliteStore implements Store {
     this.#c = new SqliteCore(this.db, opts.clock, busyTimeoutMs);
     // spec §10.4: checkpoints on a thread of their own; this connection's are only the backstop.
     if (opts.path !== ":memory:" && opts.path !== "") {
-      this.#c.lane = checkpointLane(opts.path, opts.synchronous === "FULL" ? "FULL" : "NORMAL");
+      const totalChanges = this.db.prepare("SELECT total_changes()").pluck();
+      this.#c.lane = checkpointLane(opts.path, synchronous, () => totalChanges.get() as number);
       if (this.#c.lane) this.db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
     }
   }
 
-  /** Checkpoints the background thread has completed on this file (spec §10.4; tests). */
-  get backgroundCheckpoints(): number {
-    return this.#c.lane?.done ?? 0;
+  /** The background thread's checkpoints of this file: how many completed, and whether one is coming (spec §10.4; tests). */
+  get checkpoints(): { done: number; dirty: boolean } {
+    return { done: this.#c.lane?.done ?? 0, dirty: this.#c.lane?.dirty ?? false };
   }
 
   async now(): Promise<number> {
