@@ -16,7 +16,7 @@
  * machine per task (read from /proc; the server must be local), the WAL written per task
  * (pg_current_wal_lsn before and after), the server's WAL flushes per 1,000 tasks (pg_stat_wal) and, when the server loads pg_stat_statements, the
  * execution time of the drain's statements per task (the extension's counters are reset before each
- * drain); and on both stores how busy the machine's cores were (the share of their time not idle,
+ * drain) and, with its track_planning on, their planning time per task; and on both stores how busy the machine's cores were (the share of their time not idle,
  * /proc/stat) and the share of the drain's wall time with a claim in flight (near 100 %: the drain
  * waits on its refills). With `--base`, runs alternate base, this build, base, …, `--pairs` times, and the medians
  * of each are printed.
@@ -137,6 +137,14 @@ interface Sample {
   walSyncs: number | null;
   /** Execution time of the drain's statements, µs per task (only with pg_stat_statements loaded). */
   stmtUs: number | null;
+  /**
+   * Planning time of the drain's statements, µs per task, and how many plans per 1,000 tasks (with
+   * pg_stat_statements loaded and its track_planning on; else 0). Each connection plans a prepared
+   * statement anew for its first five runs, so a cold worker's claims and completions are planned
+   * about five times per connection they land on.
+   */
+  planUs: number | null;
+  plans: number | null;
   /** Share of the machine's CPU time (all cores) not idle over the drain, from /proc/stat. */
   machineBusy: number;
   /** Share of the drain's wall time with a claim in flight (the store's claim calls, timed in the drain's process). */
@@ -181,16 +189,16 @@ async function measure(
   const pgMs = admin ? postgresCpuMs() - pg0 : null;
   const walBytes = admin ? (await wal()) - wal0 : null;
   const walSyncs = admin ? (await syncs()) - syncs0 : null;
-  const stmtMs = stmts
-    ? Number(
-        (
-          await admin!.query(
-            "SELECT coalesce(sum(total_exec_time), 0) AS ms FROM pg_stat_statements WHERE query LIKE $1",
-            [`%"${schema}".%`],
-          )
-        ).rows[0].ms,
-      )
+  const stmtRow = stmts
+    ? (
+        await admin!.query(
+          `SELECT coalesce(sum(total_exec_time), 0) AS ms, coalesce(sum(total_plan_time), 0) AS plan_ms,
+             coalesce(sum(plans), 0) AS plans FROM pg_stat_statements WHERE query LIKE $1`,
+          [`%"${schema}".%`],
+        )
+      ).rows[0]
     : null;
+  const per = (v: unknown, k: number) => (stmtRow ? (Number(v) * k) / N : null);
   return {
     rate: (N / ms) * 1_000,
     handlersRate: (N / (handled - t0)) * 1_000,
@@ -200,7 +208,9 @@ async function measure(
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
     walSyncs: walSyncs === null ? null : (walSyncs * 1_000) / N,
-    stmtUs: stmtMs === null ? null : (stmtMs * 1_000) / N,
+    stmtUs: per(stmtRow?.ms, 1_000),
+    planUs: per(stmtRow?.plan_ms, 1_000),
+    plans: per(stmtRow?.plans, 1_000),
     machineBusy: 1 - (m1.idle - m0.idle) / Math.max(1, m1.total - m0.total),
     claimShare: claimClock.busyMs() / ms,
     bytes: heap ? heap.bytes / N : null,
@@ -489,7 +499,7 @@ for (let i = 0; i < PAIRS; i++) {
     const s = JSON.parse(out.trim().split("\n").pop()!) as Sample;
     samples[name]!.push(s);
     console.error(
-      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task, WAL ${f(s.walBytes, 0)} B/task, ${f(s.walSyncs)} WAL flushes per 1,000 tasks, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B allocated/task`}`,
+      `${name} ${f(s.rate, 0)} tasks/s settled (handlers ${f(s.handlersRate, 0)}/s), ${f(s.cpuUs)} µs CPU/task (main thread ${f(s.mainCpuUs)}, others ${f(s.otherCpuUs)}), postgres ${f(s.pgCpuUs)} µs/task, statements ${f(s.stmtUs)} µs/task (planning ${f(s.planUs)}, ${f(s.plans)} plans per 1,000 tasks), WAL ${f(s.walBytes, 0)} B/task, ${f(s.walSyncs)} WAL flushes per 1,000 tasks, machine busy ${f(s.machineBusy * 100, 0)} %, a claim in flight ${f(s.claimShare * 100, 0)} % of the time${s.bytes === null ? "" : `, ${f(s.bytes, 0)} B allocated/task`}`,
     );
   }
 }
@@ -497,7 +507,7 @@ console.log(
   `\nIn-process drain, ${args.store}, ${N} no-ops, c16, prefetch ${args.prefetch}${args.cold ? ", cold (a fresh worker process: open and drain)" : ""}; medians of ${PAIRS} run(s)\n`,
 );
 console.log(
-  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | WAL B/task | WAL flushes /1k tasks | machine busy % | claim in flight % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  "| build | tasks/s, settled | tasks/s, handlers | process CPU µs/task | main thread | other threads | postgres CPU µs/task | statements µs/task | planning µs/task | WAL B/task | WAL flushes /1k tasks | machine busy % | claim in flight % |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 );
 for (const [name, dist] of builds) {
   const s = samples[name]!;
@@ -505,7 +515,8 @@ for (const [name, dist] of builds) {
   const wals = s.map((x) => x.walBytes).filter((x): x is number => x !== null);
   const flushes = s.map((x) => x.walSyncs).filter((x): x is number => x !== null);
   const stmts = s.map((x) => x.stmtUs).filter((x): x is number => x !== null);
+  const plans = s.map((x) => x.planUs).filter((x): x is number => x !== null);
   console.log(
-    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(wals.length ? median(wals) : null, 0)} | ${f(flushes.length ? median(flushes) : null)} | ${f(median(s.map((x) => x.machineBusy * 100)), 0)} | ${f(median(s.map((x) => x.claimShare * 100)), 0)} |`,
+    `| ${name} (${dist}) | ${f(median(s.map((x) => x.rate)), 0)} | ${f(median(s.map((x) => x.handlersRate)), 0)} | ${f(median(s.map((x) => x.cpuUs)))} | ${f(median(s.map((x) => x.mainCpuUs)))} | ${f(median(s.map((x) => x.otherCpuUs)))} | ${f(pgs.length ? median(pgs) : null)} | ${f(stmts.length ? median(stmts) : null)} | ${f(plans.length ? median(plans) : null)} | ${f(wals.length ? median(wals) : null, 0)} | ${f(flushes.length ? median(flushes) : null)} | ${f(median(s.map((x) => x.machineBusy * 100)), 0)} | ${f(median(s.map((x) => x.claimShare * 100)), 0)} |`,
   );
 }
