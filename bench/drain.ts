@@ -198,7 +198,8 @@ async function measure(
         )
       ).rows[0]
     : null;
-  const per = (v: unknown, k: number) => (stmtRow ? (Number(v) * k) / N : null);
+  /** A pg_stat_statements sum per task (ms → µs per task, or plans per 1,000 tasks). */
+  const per = (v: unknown) => (stmtRow ? (Number(v) * 1_000) / N : null);
   return {
     rate: (N / ms) * 1_000,
     handlersRate: (N / (handled - t0)) * 1_000,
@@ -208,9 +209,9 @@ async function measure(
     pgCpuUs: pgMs === null ? null : (pgMs * 1_000) / N,
     walBytes: walBytes === null ? null : walBytes / N,
     walSyncs: walSyncs === null ? null : (walSyncs * 1_000) / N,
-    stmtUs: per(stmtRow?.ms, 1_000),
-    planUs: per(stmtRow?.plan_ms, 1_000),
-    plans: per(stmtRow?.plans, 1_000),
+    stmtUs: per(stmtRow?.ms),
+    planUs: per(stmtRow?.plan_ms),
+    plans: per(stmtRow?.plans),
     machineBusy: 1 - (m1.idle - m0.idle) / Math.max(1, m1.total - m0.total),
     claimShare: claimClock.busyMs() / ms,
     bytes: heap ? heap.bytes / N : null,

@@ -376,6 +376,21 @@ forEachBackend(() => {
       await expectNothingWritten(r, () => r.enqueue(noop), "RATCHET_QUEUE_FULL");
     });
 
+    it("§2.2, §2.7 a batch over two queues that fills one writes nothing to the other, nor its counter", async () => {
+      // Queues are admitted in name order: "big" is counted before "small" is found full, in the same
+      // transaction (on PostgreSQL one statement), which must roll the count back too.
+      const r = await openRatchet([noop], { maxDepth: { small: 1, "*": 3 } });
+      const entry = (queue: string) => ({ task: noop, queue });
+      await expectNothingWritten(
+        r,
+        () => r.enqueueMany([entry("big"), entry("big"), entry("small"), entry("small")]),
+        "RATCHET_QUEUE_FULL",
+      );
+      // "big" still has its whole depth: three fit, the fourth does not.
+      await r.enqueueMany([entry("big"), entry("big"), entry("big")]);
+      await expectCode(() => r.enqueue(noop, null, { queue: "big" }), "RATCHET_QUEUE_FULL");
+    });
+
     it("§2.7 maxDepth can be set per queue with a '*' fallback", async () => {
       const r = await openRatchet([noop], { maxDepth: { small: 1, "*": 2 } });
       await r.enqueue(noop, null, { queue: "small" });

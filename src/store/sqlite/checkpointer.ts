@@ -159,6 +159,8 @@ export function checkpointLane(
   // What total_changes() was when the file last became dirty. Commits while dirty are not read (one
   // Atomics load each), so the first commit after the thread clears the flag also counts their rows
   // and may ask for one checkpoint more than needed; a commit that changed rows is never missed.
+  // total_changes() counts rows, not schema: a commit of DDL alone (a migration) leaves the file
+  // clean until the next row changes, the backstop, or the close (SQLite checkpoints on close).
   let seen = changes();
   return {
     touch() {
