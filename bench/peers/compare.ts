@@ -431,7 +431,7 @@ async function drain(
     // Where the clock went: the workers' start-up (open and start; an engine may already be running
     // jobs when it reports started), the handlers, and the tail until the engine reports the jobs done.
     progress(
-      `  ${key} drain of ${n}: workers started at ${fmt(started)} ms, last handler at ${fmt(handled)} ms, done at ${fmt(ms)} ms`,
+      `  ${key} drain of ${n}: workers started at ${fmt(started)} ms, first job at ${fmt(g.firstJobMs ?? Number.NaN)} ms, last handler at ${fmt(handled)} ms, done at ${fmt(ms)} ms`,
     );
     workerCpuMs = processCpuMs(g.pids()) - w0;
     serverMs = comm ? serverCpuMs(comm) - s0 : null;

@@ -62,6 +62,9 @@ export class WorkerGroup {
   readonly #done: (Done | undefined)[];
   #failure: Error | undefined;
   #wake: () => void = () => {};
+  #t0 = 0;
+  /** Milliseconds from start() to the first count with a job in it (a worker's start-up). */
+  firstJobMs: number | undefined;
 
   private constructor(children: ChildProcess[]) {
     this.#children = children;
@@ -69,8 +72,11 @@ export class WorkerGroup {
     this.#done = children.map(() => undefined);
     children.forEach((c, i) => {
       c.on("message", (m: { type: string; distinct?: number; message?: string }) => {
-        if (m.type === "count") this.#distinct[i] = m.distinct!;
-        else if (m.type === "done") this.#done[i] = m as Done;
+        if (m.type === "count") {
+          this.#distinct[i] = m.distinct!;
+          if (this.firstJobMs === undefined && m.distinct! > 0)
+            this.firstJobMs = performance.now() - this.#t0;
+        } else if (m.type === "done") this.#done[i] = m as Done;
         else if (m.type === "error") this.#fail(new Error(`worker process ${i}: ${m.message}`));
         this.#notify(m.type);
       });
@@ -140,6 +146,7 @@ export class WorkerGroup {
 
   /** Starts every worker (each opens its connection and begins claiming). */
   async start(concurrency: number, n: number, latency: boolean): Promise<void> {
+    this.#t0 = performance.now();
     for (const c of this.#children) c.send({ type: "start", concurrency, n, latency });
     await this.#until(() => this.#count("started") === this.#children.length, "worker start", 60_000);
   }
