@@ -128,7 +128,6 @@ async function backendCost(schema: string): Promise<number[]> {
     queue: "default",
     queues: ["default"],
     names: ["noop"],
-    promote: 100,
     limit: 32,
     now: null,
   });

@@ -271,7 +271,6 @@ function claimer(c: pg.Client, sql: string, schema: string, variant: string) {
     queue: "default",
     queues: ["default"],
     names: ["noop"],
-    promote: 100,
     limit: CLAIM,
   });
   /** The claimed tuples, and the claim's time (every fence carries it, spec §3.7). */

@@ -6,7 +6,6 @@ import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
 import type { ClaimedTask, ClaimRequest, RateCharge, TaskId, TaskRecord } from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { Client, PgCore } from "./core.js";
-import { PROMOTE_BATCH } from "./core.js";
 import {
   CLAIM_ONE,
   CLAIMED_LONG,
@@ -40,7 +39,6 @@ export async function claim(core: PgCore, req: ClaimRequest): Promise<ClaimedTas
       queue,
       queues: req.queues,
       names: req.names,
-      promote: PROMOTE_BATCH,
       limit: first,
     }),
   );
@@ -167,7 +165,6 @@ async function fullClaim(core: PgCore, req: ClaimRequest): Promise<ClaimedTask[]
       names: req.names,
       queues: req.queues,
       limit: req.limit,
-      promote: PROMOTE_BATCH,
     });
     for (const e of expired) {
       // A marked holder died: its abort handler waits until its owned work drained (spec §12.5).

@@ -47,7 +47,6 @@ export interface PostgresStoreOptions {
 
 export type Client = pg.PoolClient;
 const SHARDS = 16;
-export const PROMOTE_BATCH = 1000;
 const RETRYABLE = new Set(["40001", "40P01"]);
 const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,62}$/;
 /** Clients that already carry an error listener. */
