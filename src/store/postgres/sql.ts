@@ -35,8 +35,12 @@ export const PROMOTE_BATCH = 1000;
  * custom plan (EXPLAIN EXECUTE of claimFast(16), each plan_cache_mode forced), so the plan cache
  * never kept the generic plan and planned every claim anew: the claim's bind took 1.06 against 0.18
  * ms per call with none waiting (the server's log of `npm run bench`'s drain of 2,000 due tasks
- * beside 200,000 future ones, no prefetch: 382 claims per side), and that drain ran at 0.64–0.73× of
- * its baseline.
+ * beside 200,000 future ones, no prefetch: 382 claims per side), and that drain ran at 0.64–0.79× of
+ * its baseline. Written in, both plans cost ~153, and the drain ran at 1.01× and 1.05× of its
+ * baseline in two runs alternating with the build before (0.77×, 0.79×); W2 with nothing waiting
+ * unchanged (`node dist/bench/drain.js --store pg --cold --tasks 20000 --pairs 4 --base …`: 29.8k →
+ * 30.4k tasks/s). A prefetching worker (the peers harness's W5) makes a few dozen claims of
+ * hundreds, so it paid little of this.
  */
 const PROMOTE_CTE = `promoted AS (
   UPDATE ${T} SET status = 'pending', wake_at = NULL, updated_at = :now
