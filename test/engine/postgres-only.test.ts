@@ -6,7 +6,9 @@
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { QueueFullError } from "../../src/errors.js";
+import { compile } from "../../src/store/postgres/named.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { claimFast } from "../../src/store/postgres/sql.js";
 import type { NewTask } from "../../src/store/store.js";
 import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
 
@@ -392,6 +394,53 @@ describe("PostgreSQL only (spec §13)", () => {
       expect(done!.outcome).toBe("completed");
       expect(done!.result).toBe("kept");
       expect((await store!.steps(id!)).map((s) => s.result)).toEqual([2]);
+    } finally {
+      await raw.end();
+    }
+  });
+  it("§3.4 no plan of a claim statement scans the task table, the generic plan the cache keeps included", async () => {
+    // 5,000 future tasks and a few due ones, analyzed. A generic plan is costed without the
+    // parameters' values: with the promotion's bound a parameter, it took the promotion for a tenth
+    // of the waiting rows and joined them to a scan of the whole table (sql.ts PROMOTE_CTE).
+    const [store] = await machines(1);
+    const unlimited = { maxDepth: () => 1_000_000 };
+    for (let i = 0; i < 5; i++)
+      await store!.enqueue(
+        Array.from({ length: 1_000 }, () => task({ delayMs: 86_400_000 })),
+        unlimited,
+      );
+    await store!.enqueue(
+      Array.from({ length: 20 }, () => task()),
+      unlimited,
+    );
+    const raw = new pg.Client(PG_URL);
+    await raw.connect();
+    try {
+      await raw.query(`ANALYZE "${store!.schema}".ratchet_tasks`);
+      for (const mode of ["force_generic_plan", "force_custom_plan"]) {
+        await raw.query(`SET plan_cache_mode = ${mode}`);
+        // The small form (one claim's worth of free slots) and the large one (a prefetching refill).
+        for (const [n, stmt] of [16, 512].entries()) {
+          const c = compile(claimFast(stmt), `"${store!.schema}"`);
+          const name = `claim_${mode}_${n}`;
+          await raw.query(`PREPARE ${name} AS ${c.text}`);
+          const values: Record<string, string> = {
+            grace: "1000",
+            worker: "'w'",
+            queue: "'default'",
+            queues: "'{default}'",
+            names: "'{t}'",
+            limit: String(stmt),
+            now: "NULL",
+          };
+          const args = c.params.map((p) => values[p] ?? "NULL").join(", ");
+          const plan = (await raw.query(`EXPLAIN EXECUTE ${name}(${args})`)).rows
+            .map((r: { "QUERY PLAN": string }) => r["QUERY PLAN"])
+            .join("\n");
+          expect(plan, `${mode}, claimFast(${stmt})`).not.toMatch(/Seq Scan on ratchet_tasks/);
+          expect(plan, `${mode}, claimFast(${stmt})`).toMatch(/ratchet_tasks_ready/);
+        }
+      }
     } finally {
       await raw.end();
     }
