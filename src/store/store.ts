@@ -229,6 +229,9 @@ export interface Enqueued {
  */
 export const CLAIM_STEP = 64;
 
+/** Timers one claim statement promotes at most (spec §3.4: promotion runs in bounded batches). */
+export const PROMOTE_BATCH = 1000;
+
 export interface ClaimRequest {
   workerId: string;
   queues: readonly string[];

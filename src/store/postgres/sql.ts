@@ -5,6 +5,7 @@
  */
 import { CLAIM_COLUMNS } from "../rows.js";
 import { bySize } from "../sized.js";
+import { PROMOTE_BATCH } from "../store.js";
 
 export const T = "{s}.ratchet_tasks";
 
@@ -21,9 +22,6 @@ const T_READY = READY.replaceAll("status", "t.status")
   .replaceAll("lease_until", "t.lease_until")
   .replaceAll("wake_at", "t.wake_at");
 const T_CLAIM_COLUMNS = CLAIM_COLUMNS.map((c) => `t.${c}`).join(", ");
-
-/** Timers a claim promotes at most (spec §3.4: promotion is bounded per call). */
-export const PROMOTE_BATCH = 1000;
 
 /**
  * Timer promotion (spec §3.4), bounded by PROMOTE_BATCH, as a data-modifying CTE named `promoted`.

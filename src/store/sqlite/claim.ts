@@ -3,7 +3,14 @@ import { deadHolderEnd, decideReclaim } from "../../core/backoff.js";
 import { fromJson } from "../../core/json.js";
 import { admitBatch, type GateColumns, parkClaimed, parkPending } from "../gates.js";
 import { type ClaimRow, type TaskRow, toClaimed, toRecord } from "../rows.js";
-import type { ClaimedTask, ClaimRequest, RateCharge, TaskId, TaskRecord } from "../store.js";
+import {
+  type ClaimedTask,
+  type ClaimRequest,
+  PROMOTE_BATCH,
+  type RateCharge,
+  type TaskId,
+  type TaskRecord,
+} from "../store.js";
 import { finish, parkForDrain, reconcile } from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 import {
@@ -13,7 +20,6 @@ import {
   CLAIM_RARE,
   claimLean,
   LIST_READY,
-  PROMOTE_BATCH,
   PROMOTE_DUE,
   selectExpired,
   selectPending,

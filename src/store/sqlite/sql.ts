@@ -111,8 +111,6 @@ export const PROMOTE_DUE = `
 UPDATE ratchet_tasks SET status = 'pending', wake_at = NULL, updated_at = :now
 WHERE id IN (SELECT id FROM ratchet_tasks WHERE status = 'waiting' AND wake_at <= :now ORDER BY wake_at LIMIT :limit)`;
 
-export const PROMOTE_BATCH = 1000;
-
 /**
  * Is any timer due? Checked before PROMOTE_DUE on every claim: the UPDATE … IN (subquery) costs
  * ~16 µs even when nothing is due, ~35 µs once ratchet_tasks has an UPDATE trigger (SQLite then
