@@ -204,6 +204,10 @@ interface Figure {
   detail: string;
   /** Latency and memory: the pair ratio is then peer / Ratchet, so > 1 still favours Ratchet. */
   lowerIsBetter?: boolean;
+  /** Neither direction is better (a share of the machine): shown, but not in the ratio table. */
+  unordered?: boolean;
+  /** Decimals of the table's cell (default: whole numbers from 100, one decimal below). */
+  decimals?: number;
 }
 
 /** W2 drains: concurrency × worker processes. */
@@ -346,6 +350,8 @@ const CPU_W2C16: Figure[] = [
     unit: "cores",
     detail:
       "the worker's and the server's CPU time over the timed drain divided by its wall time: how much of the machine's two cores the engine kept busy (the driver's own polling not counted)",
+    unordered: true,
+    decimals: 2,
   },
 ];
 // The same with two worker processes: whether a second process costs more per job, or finds
@@ -1023,11 +1029,12 @@ async function main(): Promise<void> {
     if (r.skipped) return `skipped: ${r.skipped}`;
     if (r.errors.length && !r.samples.length) return "failed";
     if (!r.samples.length) return "–";
+    const decimals = ALL_FIGURES.find((f) => f.id === figure)?.decimals;
     const m = figure.endsWith("-ratio")
       ? `${median(r.samples).toFixed(2)}×`
-      : figure === "cores-w2c16"
-        ? median(r.samples).toFixed(2)
-        : fmt(median(r.samples));
+      : decimals === undefined
+        ? fmt(median(r.samples))
+        : median(r.samples).toFixed(decimals);
     return r.errors.length ? `${m} (${r.errors.length} failed)` : m;
   };
   const med = (engine: string, figure: string): number | undefined => {
@@ -1114,8 +1121,8 @@ async function main(): Promise<void> {
     figure("w6-w2c16"),
     figure("w6-w5"),
     figure("w6-w5m"),
-    ...CPU_FIGURES.filter((f) => f.id !== "cores-w2c16"),
-  ].filter((f) => has(f.id));
+    ...CPU_FIGURES,
+  ].filter((f) => has(f.id) && !f.unordered);
   const ratioRows: string[] = [];
   for (const [ours, peer] of pairs) {
     if (!rows.has(ours) || !rows.has(peer)) continue;
