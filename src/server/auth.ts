@@ -8,7 +8,8 @@
  * - no token: the server binds to loopback only (refused otherwise, at
  *   listen), and answers only requests whose Host header names loopback. The
  *   Host check stops DNS rebinding: a web page whose domain re-resolves to
- *   127.0.0.1 sends its own Host and is refused.
+ *   127.0.0.1 sends its own Host and is refused. An absolute-form request
+ *   target's authority counts as the host too (RFC 9112 §3.2.2).
  *
  * In both modes a request that changes something must be
  * `Content-Type: application/json`: browsers cannot send that cross-origin
@@ -58,9 +59,30 @@ export function hostName(header: string | undefined): string {
   return i === -1 ? header : header.slice(0, i);
 }
 
-/** Without a token only loopback Host headers are served (DNS rebinding). */
-export function checkLoopbackHost(header: string | undefined): void {
-  if (!isLoopback(hostName(header)))
+/**
+ * The host a request names. An absolute-form request target (`GET http://h/p HTTP/1.1`, which
+ * proxies send) carries its own authority, and RFC 9112 §3.2.2 says a server must use it and
+ * ignore Host; an origin-form target (`/p`) leaves Host in force. Anything else (authority-form,
+ * asterisk-form, a target that does not parse) names no host this server answers: "".
+ */
+export function requestHosts(target: string | undefined, header: string | undefined): string[] {
+  const hosts = [hostName(header)];
+  if (target === undefined || target.startsWith("/")) return hosts;
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(target)) return [...hosts, ""];
+  try {
+    return [...hosts, new URL(target).hostname];
+  } catch {
+    return [...hosts, ""];
+  }
+}
+
+/**
+ * Without a token only requests to a loopback host are served (DNS rebinding): the Host header
+ * and, for an absolute-form request, the target's authority (RFC 9112 §3.2.2) must both name
+ * loopback, so `GET http://evil.example.com/…` with `Host: 127.0.0.1` is refused too.
+ */
+export function checkLoopbackHost(header: string | undefined, target?: string): void {
+  if (!requestHosts(target, header).every(isLoopback))
     throw new HttpError(
       403,
       "RATCHET_FORBIDDEN_HOST",

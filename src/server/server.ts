@@ -63,6 +63,12 @@ export interface RatchetServer {
   close(opts?: { timeoutMs?: number }): Promise<void>;
 }
 
+/** The request target as sent on the wire (@hono/node-server's env); undefined without a socket. */
+function requestTarget(env: unknown): string | undefined {
+  const url = (env as { incoming?: { url?: unknown } } | undefined)?.incoming?.url;
+  return typeof url === "string" ? url : undefined;
+}
+
 function checkRange(v: number, what: string, min: number, max: number): number {
   if (!Number.isInteger(v) || v < min || v > max)
     throw new ConfigError(`${what} must be an integer in [${min}, ${max}] (got ${v})`);
@@ -92,7 +98,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
 
   // Order matters: refuse the caller (host, token) before reading anything they sent.
   app.use("*", async (c, next) => {
-    if (!authorize) checkLoopbackHost(c.req.header("host"));
+    if (!authorize) checkLoopbackHost(c.req.header("host"), requestTarget(c.env));
     const guarded = c.req.path.startsWith("/api/") || c.req.path === "/metrics";
     if (authorize && guarded) authorize(c.req.header("authorization"));
     c.header("Cache-Control", "no-store");

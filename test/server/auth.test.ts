@@ -4,11 +4,26 @@
  * bodies that never carry driver text. HTTP-layer rules: SQLite is enough,
  * except for the driver-error test, which runs on both backends.
  */
+import { connect } from "node:net";
 import { describe, expect, it } from "vitest";
 import { StoreError } from "../../src/errors.js";
 import { createServer } from "../../src/server/server.js";
 import { countTasks, forEachBackend, openRatchet } from "../engine/helpers.js";
 import { errorOf, startServer, TASKS, TOKEN } from "./kit.js";
+
+/** Sends raw bytes (fetch cannot send an absolute-form target) and returns the whole response. */
+function rawRequest(host: string, port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host, port }, () => socket.end(bytes));
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (d) => {
+      text += d;
+    });
+    socket.on("end", () => resolve(text));
+    socket.on("error", reject);
+  });
+}
 
 describe("auth", () => {
   it("HTTP API: with a token every /api/* and /metrics call needs `Authorization: Bearer <token>` (401 otherwise)", async () => {
@@ -67,6 +82,33 @@ describe("auth", () => {
     }
     for (const host of ["127.0.0.1:4680", "localhost", "[::1]:9"])
       expect((await s.server.app.request("/api/stats", { headers: { host } })).status).toBe(200);
+  });
+
+  it("HTTP API: without a token an absolute-form request's authority must be loopback too (RFC 9112 §3.2.2)", async () => {
+    const r = await openRatchet(TASKS);
+    const s = await startServer(r);
+    const { hostname, port } = new URL(s.url);
+    const cases: [string, number][] = [
+      ["http://evil.example.com/api/stats", 403],
+      ["http://evil.example.com:80/api/stats", 403],
+      ["http://127.0.0.1.evil.example/", 403],
+      ["https://[::2]/api/stats", 403],
+      ["http://127.0.0.1/api/stats", 200],
+      [`http://localhost:${port}/api/stats`, 200],
+      ["/api/stats", 200],
+    ];
+    for (const [target, status] of cases) {
+      const head = await rawRequest(
+        hostname,
+        Number(port),
+        `GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`,
+      );
+      expect({ target, head: head.split("\r\n")[0] }).toEqual({
+        target,
+        head: `HTTP/1.1 ${status} ${status === 200 ? "OK" : "Forbidden"}`,
+      });
+      if (status === 403) expect(head).toContain("RATCHET_FORBIDDEN_HOST");
+    }
   });
 
   it("HTTP API: every route that changes something requires Content-Type: application/json (415, nothing written)", async () => {
