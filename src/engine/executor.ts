@@ -144,6 +144,10 @@ function handlerFor(fence: Fence, def: TaskDefinition): boolean {
 /**
  * Brings the stored task to the definition's version (spec §12.9). Returns the
  * input to run with, or undefined after parking the task as blocked.
+ *
+ * Invariant: a migration that throws, or is missing, blocks the task as
+ * `migration_failed` and never ends it (spec §5.5, §12.9): it stays live for
+ * the next deploy's code.
  */
 async function prepare(task: ClaimedTask, def: TaskDefinition, inv: Invocation, deps: ExecutorDeps) {
   const block = async (info: BlockedInfo) => {

@@ -777,7 +777,7 @@ forEachBackend(() => {
   });
 
   describe("versions (spec §12.9)", () => {
-    it("§12.9 an older stored task is migrated before it runs; a failing or missing migration blocks it until new code", async () => {
+    it("§12.9, §5.5 an older stored task is migrated before it runs; a failing or missing migration blocks it (never faulted) until new code", async () => {
       const v1 = defineTask({ name: "greet", version: 1, run: (_c, i: { name: string }) => `hi ${i.name}` });
       const opts = sharedStoreOptions();
       const r1 = await openRatchet([v1], opts);
@@ -796,7 +796,7 @@ forEachBackend(() => {
       const r2 = await openRatchet([v2broken], opts);
       await drain(r2);
       for (const id of [a, b])
-        expect((await r2.get(id))!).toMatchObject({ status: "waiting", waitOn: "blocked" });
+        expect((await r2.get(id))!).toMatchObject({ status: "waiting", waitOn: "blocked", outcome: null });
       const insp = await r2.inspect();
       const blocked = insp.tasks.find((t) => t.id === a)!.derived;
       expect(blocked).toMatchObject({
