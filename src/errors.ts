@@ -24,7 +24,10 @@ export type ErrorCode =
   | "RATCHET_SCHEMA_TOO_NEW"
   | "RATCHET_INVALID_WAIT"
   | "RATCHET_NO_PROGRESS"
-  | "RATCHET_RATE_LIMITED";
+  | "RATCHET_RATE_LIMITED"
+  | "RATCHET_CONVERSATION_BUSY"
+  | "RATCHET_STREAM_CLOSED"
+  | "RATCHET_STREAM_FULL";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;
@@ -189,5 +192,36 @@ export class SchemaTooNewError extends RatchetError {
       "RATCHET_SCHEMA_TOO_NEW",
       `the database schema is version ${found}, newer than this Ratchet knows (${known}); upgrade Ratchet`,
     );
+  }
+}
+
+/**
+ * A submission with `whenBusy: "reject"` met a conversation with a run in progress or input queued
+ * (spec §17.6). Nothing was written.
+ */
+export class ConversationBusyError extends RatchetError {
+  constructor(readonly conversationId: string) {
+    super("RATCHET_CONVERSATION_BUSY", `conversation "${conversationId}" is busy; nothing was submitted`);
+  }
+}
+
+/** A write to a durable output stream that was closed (spec §16.2). Nothing was written. */
+export class StreamClosedError extends RatchetError {
+  constructor(
+    readonly taskId: number,
+    readonly stream: string,
+  ) {
+    super("RATCHET_STREAM_CLOSED", `stream "${stream}" of task ${taskId} is closed`);
+  }
+}
+
+/** A stream past its byte cap, or a task past its number of streams (spec §16.6). Nothing was written. */
+export class StreamFullError extends RatchetError {
+  constructor(
+    readonly taskId: number,
+    readonly stream: string,
+    detail: string,
+  ) {
+    super("RATCHET_STREAM_FULL", `stream "${stream}" of task ${taskId}: ${detail}`);
   }
 }
