@@ -27,7 +27,8 @@ export type ErrorCode =
   | "RATCHET_RATE_LIMITED"
   | "RATCHET_CONVERSATION_BUSY"
   | "RATCHET_STREAM_CLOSED"
-  | "RATCHET_STREAM_FULL";
+  | "RATCHET_STREAM_FULL"
+  | "RATCHET_INVALID_PIPELINE";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;
