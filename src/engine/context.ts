@@ -508,8 +508,9 @@ export class Invocation implements TaskContext {
   /** spec §12.3. */
   async waitFor(ids: readonly number[], opts: { policy?: WaitPolicy } = {}): Promise<ChildOutcome[]> {
     this.#live();
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_WAIT_MEMBERS)
-      throw new ValidationError(`waitFor needs 1–${MAX_WAIT_MEMBERS} task ids`);
+    // spec §12.3: 0 ids is a wait that is over at once (the store still checks the claim).
+    if (!Array.isArray(ids) || ids.length > MAX_WAIT_MEMBERS)
+      throw new ValidationError(`waitFor needs an array of at most ${MAX_WAIT_MEMBERS} task ids`);
     for (const id of ids)
       if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 1)
         throw new ValidationError(`waitFor: task ids must be positive integers (got ${describe(id)})`);

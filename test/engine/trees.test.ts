@@ -174,6 +174,29 @@ forEachBackend(() => {
       expect(runs).toBe(2); // once to spawn and park, once to read the outcomes
     });
 
+    it("§12.3 an empty waitFor returns [] at once: the task does not park, and runs once", async () => {
+      let runs = 0;
+      const flow = defineTask({
+        name: "flow",
+        async run(ctx: TaskContext) {
+          runs++;
+          const none = await ctx.waitFor([]);
+          const again = await ctx.waitFor([], { policy: "failFast" });
+          return { none, again, step: await ctx.step("after", () => "ran") };
+        },
+      });
+      const r = await openRatchet([flow]);
+      const id = await r.enqueue(flow);
+      await tickUntil(r, () => terminal(r, id));
+      expect(await r.get(id)).toMatchObject({
+        outcome: "completed",
+        attempts: 1,
+        result: { none: [], again: [], step: "ran" },
+      });
+      expect(runs).toBe(1);
+      expect(await r.store.waitMembers(id)).toEqual([]);
+    });
+
     it("§12.3 invalid waits are refused with RATCHET_INVALID_WAIT and change nothing", async () => {
       const codes: Record<string, string> = {};
       const leaf = defineTask({
@@ -200,7 +223,6 @@ forEachBackend(() => {
             self: () => ctx.waitFor([ctx.taskId]),
             missing: () => ctx.waitFor([987654]),
             foreignFailFast: () => ctx.waitFor([other], { policy: "failFast" }),
-            empty: () => ctx.waitFor([]),
             policy: () => ctx.waitFor([other], { policy: "sometimes" as never }),
           };
           for (const [k, f] of Object.entries(tries)) {
@@ -224,7 +246,6 @@ forEachBackend(() => {
         self: "RATCHET_INVALID_WAIT",
         missing: "RATCHET_INVALID_WAIT",
         foreignFailFast: "RATCHET_INVALID_WAIT",
-        empty: "RATCHET_INVALID_INPUT",
         policy: "RATCHET_INVALID_INPUT",
         owner: "RATCHET_INVALID_WAIT",
       });

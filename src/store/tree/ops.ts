@@ -503,6 +503,8 @@ export function* waitTasks(
   const me = yield* fenced(fence);
   if (typeof me === "string") refusal(me, fence);
   const ids = [...new Set(members)];
+  // spec §12.3: an empty wait is over at once; the fence and the abort-handler rule still apply.
+  if (ids.length === 0) return { state: "ready", members: [] };
   if (ids.includes(me.id)) throw new WaitError(`task ${me.id} cannot wait for itself`);
   yield { op: "lock", key: "waits" };
   const rows = yield* q<TaskRow>(`SELECT * FROM ${T} WHERE id IN @ids(ids) ORDER BY id @share`, { ids });

@@ -90,6 +90,26 @@ export function registerTreeTests(it: Define): void {
     expect(r.state).toBe("ready");
   });
 
+  it("§12.3 an empty waitTasks is ready at once with no members, parks nothing, and is still fenced", async ({
+    store,
+    expect,
+  }) => {
+    const [w] = await ids(store, [newTask({ name: "w" })]);
+    const c = await claimId(store, w!);
+    for (const policy of ["allSettled", "failFast"] as const)
+      expect(await store.waitTasks(fenceOf(c), [], policy)).toEqual({ state: "ready", members: [] });
+    expect(await must(store, w!)).toMatchObject({ status: "running", attempts: 1 });
+    expect(await store.waitMembers(w!)).toEqual([]);
+    await rejection(
+      () => store.waitTasks({ ...fenceOf(c), token: c.epoch + 1 }, [], "allSettled"),
+      "RATCHET_LEASE_LOST",
+    );
+    await rejection(
+      () => store.waitTasks({ ...fenceOf(c), mode: "abort" }, [], "allSettled"),
+      "RATCHET_INVALID_WAIT",
+    );
+  });
+
   it("§12.5 / §12.6 abort cascades to ordinary children only; a task without registered code ends orphaned", async ({
     store,
     expect,
