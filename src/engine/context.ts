@@ -33,7 +33,7 @@ import { eventResultKey } from "../store/tree/keys.js";
 import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
 import type { Batcher } from "./batcher.js";
 import type { Deadline, Deadlines } from "./deadlines.js";
-import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
+import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { gatesFor } from "./gates.js";
 import { retryStore } from "./store-retry.js";
 
@@ -98,6 +98,10 @@ export interface SpawnOptions {
   delayMs?: number;
   queue?: string;
 }
+
+const SPAWN_KEYS: ReadonlySet<string> = new Set(["background", "priority", "delayMs", "queue"]);
+const WAIT_KEYS: ReadonlySet<string> = new Set(["policy"]);
+const EVENT_KEYS: ReadonlySet<string> = new Set(["timeoutMs"]);
 
 /** What waitFor returns per member. */
 export interface ChildOutcome {
@@ -465,6 +469,7 @@ export class Invocation implements TaskContext {
     const def = this.#deps.resolve(task as TaskDefinition | string);
     if (opts === null || typeof opts !== "object")
       throw new ValidationError("spawn options must be an object");
+    checkKeys(opts, SPAWN_KEYS, "spawn options"); // spec §2.1: no option is silently ignored
     const background = opts.background ?? false;
     if (typeof background !== "boolean") throw new ValidationError("spawn background must be a boolean");
     const priority = opts.priority ?? def.priority;
@@ -514,6 +519,7 @@ export class Invocation implements TaskContext {
     for (const id of ids)
       if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 1)
         throw new ValidationError(`waitFor: task ids must be positive integers (got ${describe(id)})`);
+    checkKeys(opts, WAIT_KEYS, "waitFor options");
     const policy = opts?.policy ?? "allSettled";
     if (policy !== "allSettled" && policy !== "failFast")
       throw new ValidationError(
@@ -536,6 +542,7 @@ export class Invocation implements TaskContext {
     this.#used ??= new Set();
     if (this.#used.has(key)) throw new DuplicateStepError(`waitForEvent:${n}`);
     this.#used.add(key);
+    checkKeys(opts, EVENT_KEYS, "waitForEvent options");
     const timeoutMs = opts?.timeoutMs ?? DEFAULT_EVENT_TIMEOUT_MS;
     if (
       typeof timeoutMs !== "number" ||

@@ -102,6 +102,22 @@ export function checkName(value: unknown, what: string): string {
   return value;
 }
 
+/**
+ * Refuses an options object with a key outside `allowed` (spec §2.1, §9.6): a misspelt option
+ * (`{ dealyMs }`, `{ name }` for `dedupe`) must fail at the call, not be silently ignored.
+ * `undefined` and `null` count as no options.
+ */
+export function checkKeys(value: unknown, allowed: ReadonlySet<string>, what: string): void {
+  if (value === undefined || value === null) return;
+  if (typeof value !== "object" || Array.isArray(value))
+    throw new ValidationError(`${what} must be an object (got ${describe(value)})`);
+  for (const k in value)
+    if (Object.hasOwn(value, k) && !allowed.has(k))
+      throw new ValidationError(
+        `${what}: unknown option ${describe(k)} (allowed: ${[...allowed].join(", ")})`,
+      );
+}
+
 export function describe(v: unknown): string {
   if (typeof v === "string") return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v);
   if (typeof v === "bigint") return `${v}n`;

@@ -9,7 +9,7 @@ import { toStorableJson } from "../core/json.js";
 import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import { CycleError, RatchetError, ValidationError } from "../errors.js";
 import type { FlowKey, NeedRef, NewTask } from "../store/store.js";
-import { checkName, describe, type TaskDefinition, validateInput } from "./definition.js";
+import { checkKeys, checkName, describe, type TaskDefinition, validateInput } from "./definition.js";
 import { gatesFor } from "./gates.js";
 
 export interface EnqueueOptions {
@@ -46,6 +46,23 @@ export interface BatchEntry extends EnqueueOptions {
   key?: string;
 }
 
+/** The keys of EnqueueOptions and BatchEntry: anything else is refused (spec §2.1). */
+export const ENQUEUE_KEYS: ReadonlySet<string> = new Set([
+  "queue",
+  "priority",
+  "runAfter",
+  "delayMs",
+  "dedupe",
+  "job",
+  "throttle",
+  "debounce",
+  "scope",
+  "needs",
+]);
+const ENTRY_KEYS: ReadonlySet<string> = new Set([...ENQUEUE_KEYS, "task", "input", "key"]);
+const THROTTLE_KEYS: ReadonlySet<string> = new Set(["key", "periodMs"]);
+const DEBOUNCE_KEYS: ReadonlySet<string> = new Set(["key", "delayMs", "maxDelayMs"]);
+
 const MAX_BATCH = 10_000;
 const MAX_NEEDS = 1_000;
 
@@ -80,6 +97,7 @@ export async function prepareBatch(
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!;
     if (!e || typeof e !== "object") throw new ValidationError(`entry ${i} must be an object`);
+    checkKeys(e, ENTRY_KEYS, `entry ${i}`);
     const def = env.resolve(e.task);
     // Awaited only with a schema: a batch of 1,000 otherwise paid 1,000 promises and turns.
     const value = def.schema ? (await validateInput(def, e.input)).value : e.input;
@@ -246,6 +264,7 @@ function flowOf(e: BatchEntry, i: number): FlowKey | null {
     const t = e.throttle;
     if (t === null || typeof t !== "object")
       throw new ValidationError(`entry ${i}: throttle must be { key, periodMs }`);
+    checkKeys(t, THROTTLE_KEYS, `entry ${i}: throttle`);
     return {
       kind: "throttle",
       key: checkName(t.key, `entry ${i}: throttle.key`),
@@ -258,6 +277,7 @@ function flowOf(e: BatchEntry, i: number): FlowKey | null {
     const d = e.debounce;
     if (d === null || typeof d !== "object")
       throw new ValidationError(`entry ${i}: debounce must be { key, delayMs, maxDelayMs? }`);
+    checkKeys(d, DEBOUNCE_KEYS, `entry ${i}: debounce`);
     const delayMs = flowMs(d.delayMs, `entry ${i}: debounce.delayMs`, 1);
     const maxDelayMs =
       d.maxDelayMs === undefined

@@ -36,10 +36,11 @@ import type {
   TaskRecord,
 } from "../store/store.js";
 import { Batcher } from "./batcher.js";
+import { CALL_KEYS, checkListFilter } from "./calls.js";
 import { Deadlines } from "./deadlines.js";
-import { checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
+import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { Driver, SETTLE_BATCH, settleBacklog } from "./driver.js";
-import { type BatchEntry, type EnqueueOptions, prepareBatch } from "./enqueue.js";
+import { type BatchEntry, ENQUEUE_KEYS, type EnqueueOptions, prepareBatch } from "./enqueue.js";
 import type { ExecutorDeps, RunReport } from "./executor.js";
 import { type Explanation, explain } from "./explain.js";
 import { claimLimits } from "./gates.js";
@@ -283,6 +284,7 @@ export class Ratchet {
   // -------------------------------------------------------------- enqueue
 
   async enqueue(task: TaskDefinition | string, input?: unknown, opts: EnqueueOptions = {}): Promise<TaskId> {
+    checkKeys(opts, ENQUEUE_KEYS, "enqueue options"); // spec §2.1: no option is silently ignored
     const [id] = await this.enqueueMany([{ ...(opts ?? {}), task, input }]);
     return id!;
   }
@@ -291,6 +293,11 @@ export class Ratchet {
   async enqueueJob(job: string, entries: readonly BatchEntry[]): Promise<TaskId[]> {
     checkName(job, "job name");
     if (!Array.isArray(entries)) throw new ValidationError("enqueueJob needs an array of entries");
+    entries.forEach((e, i) => {
+      // spec §2.1: an entry's own job would be overwritten, never honoured: refuse it rather than ignore it.
+      if (e?.job !== undefined && e.job !== job)
+        throw new ValidationError(`entry ${i}: job ${describe(e.job)} differs from enqueueJob's "${job}"`);
+    });
     return this.enqueueMany(entries.map((e) => ({ ...e, job })));
   }
 
@@ -382,6 +389,7 @@ export class Ratchet {
   async start(opts: StartOptions = {}): Promise<void> {
     this.#live();
     if (this.#worker) throw new ConfigError("a worker is already running in this Ratchet instance");
+    checkKeys(opts, CALL_KEYS.start, "start options");
     const concurrency = opts.concurrency ?? 16;
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) {
       throw new ConfigError(`concurrency must be an integer in [1, 10000] (got ${describe(concurrency)})`);
@@ -468,6 +476,7 @@ export class Ratchet {
     opts: { key?: string } = {},
   ): Promise<number> {
     this.#live();
+    checkKeys(opts, CALL_KEYS.concurrency, "setConcurrencyLimit options");
     if (typeof group !== "string" || !/^[A-Za-z0-9_.-]{1,100}$/.test(group))
       throw new ValidationError(
         `concurrency group must be 1–100 letters, digits, '_', '.' or '-' (got ${describe(group)})`,
@@ -707,6 +716,7 @@ export class Ratchet {
         `tick needs budgetMs, an integer in [0, ${MAX_MS}] (got ${describe(opts?.budgetMs)})`,
       );
     }
+    checkKeys(opts, CALL_KEYS.tick, "tick options");
     const concurrency = opts.concurrency ?? 6;
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000)
       throw new ValidationError("tick concurrency must be an integer in [1, 10000]");
@@ -785,6 +795,7 @@ export class Ratchet {
   async abortScope(scope: string, opts: { background?: boolean } = {}): Promise<{ marked: number }> {
     this.#live();
     const s = checkName(scope, "scope");
+    checkKeys(opts, CALL_KEYS.abortScope, "abortScope options");
     const background = opts?.background ?? false;
     if (typeof background !== "boolean") throw new ValidationError("abortScope background must be a boolean");
     await this.#flushDefinitions();
@@ -811,6 +822,7 @@ export class Ratchet {
   /** The task and everything it owns, as a tree (spec §12.10). At most `limit` tasks (default 1000). */
   async tree(id: TaskId, opts: { limit?: number } = {}): Promise<TaskTree & { truncated: boolean }> {
     this.#live();
+    checkKeys(opts, CALL_KEYS.limit, "tree options");
     const limit = opts?.limit ?? 1000;
     if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
       throw new ValidationError("tree limit must be an integer in [1, 100000]");
@@ -826,6 +838,7 @@ export class Ratchet {
    */
   async inspect(opts: { limit?: number } = {}): Promise<Inspection> {
     this.#live();
+    checkKeys(opts, CALL_KEYS.limit, "inspect options");
     const limit = opts?.limit ?? 1000;
     if (!Number.isInteger(limit) || limit < 1 || limit > 100_000)
       throw new ValidationError("inspect limit must be an integer in [1, 100000]");
@@ -856,6 +869,7 @@ export class Ratchet {
   async waitForIdle(scope: string, opts: { timeoutMs?: number } = {}): Promise<void> {
     this.#live();
     const s = checkName(scope, "scope");
+    checkKeys(opts, CALL_KEYS.wait, "waitForIdle options");
     const timeoutMs = opts?.timeoutMs ?? 300_000;
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_MS)
       throw new ValidationError(`waitForIdle timeoutMs must be an integer in [0, ${MAX_MS}]`);
@@ -905,12 +919,10 @@ export class Ratchet {
     return { task, needs, steps, events };
   }
 
+  /** spec §9.1; the filter is validated here, the same for every store (spec §9.6). */
   async list(filter: Partial<ListFilter> = {}): Promise<TaskRecord[]> {
     this.#live();
-    const limit = filter.limit ?? 100;
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
-      throw new ValidationError("list limit must be an integer in [1, 1000]");
-    return this.store.list({ ...filter, limit });
+    return this.store.list(checkListFilter(filter));
   }
 
   async jobStatus(job: string): Promise<JobStatus> {
@@ -940,6 +952,7 @@ export class Ratchet {
    */
   async recentlyEnded(opts: { limit?: number } = {}): Promise<EndedTask[]> {
     this.#live();
+    checkKeys(opts, CALL_KEYS.limit, "recentlyEnded options");
     const limit = opts?.limit ?? 100;
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
       throw new ValidationError("recentlyEnded limit must be an integer in [1, 1000]");
@@ -955,7 +968,10 @@ export class Ratchet {
   async waitFor(id: TaskId, opts: { timeoutMs?: number } = {}): Promise<TaskRecord> {
     this.#live();
     checkId(id);
-    const timeoutMs = opts.timeoutMs ?? 300_000;
+    checkKeys(opts, CALL_KEYS.wait, "waitFor options");
+    const timeoutMs = opts?.timeoutMs ?? 300_000;
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_MS)
+      throw new ValidationError(`waitFor timeoutMs must be an integer in [0, ${MAX_MS}]`);
     const deadline = performance.now() + timeoutMs;
     const local = new Wakeup();
     const listener = (t: TaskId) => t === id && local.notify();

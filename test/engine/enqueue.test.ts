@@ -46,6 +46,66 @@ async function expectNothingWritten(
 
 forEachBackend(() => {
   describe("enqueue (spec §2)", () => {
+    it("§2.1 an unknown option key is refused with RATCHET_INVALID_INPUT and writes nothing", async () => {
+      const r = await openRatchet([noop]);
+      const bad = (x: unknown) => x as never;
+      for (const opts of [{ name: "" }, { name: "x" }, { dealyMs: 5 }, { task: "noop" }, { key: "k" }]) {
+        const err = await expectNothingWritten(
+          r,
+          () => r.enqueue(noop, null, bad(opts)),
+          "RATCHET_INVALID_INPUT",
+        );
+        expect(err.message).toMatch(/unknown option/);
+      }
+      await expectNothingWritten(r, () => r.enqueue(noop, null, bad(7)), "RATCHET_INVALID_INPUT");
+      await expectNothingWritten(
+        r,
+        () => r.enqueueMany([{ task: noop }, bad({ task: noop, priorty: 3 })]),
+        "RATCHET_INVALID_INPUT",
+      );
+      await expectNothingWritten(
+        r,
+        () => r.enqueueJob("j", [bad({ task: noop, name: "" })]),
+        "RATCHET_INVALID_INPUT",
+      );
+      // enqueueJob sets every entry's job: an entry naming another job is refused, not overwritten.
+      await expectNothingWritten(
+        r,
+        () => r.enqueueJob("j", [{ task: noop, job: "other" }]),
+        "RATCHET_INVALID_INPUT",
+      );
+      await expectNothingWritten(
+        r,
+        () => r.enqueue(noop, null, { throttle: bad({ key: "k", periodMs: 10, perodMs: 5 }) }),
+        "RATCHET_INVALID_INPUT",
+      );
+      await expectNothingWritten(
+        r,
+        () => r.enqueue(noop, null, { debounce: bad({ key: "k", delayMs: 10, max: 5 }) }),
+        "RATCHET_INVALID_INPUT",
+      );
+      // The known keys, undefined values included, are still accepted.
+      await r.enqueue(noop, null, { queue: undefined, priority: 1 });
+      await r.enqueueJob("j", [{ task: noop, job: "j", key: "a" }]);
+      expect(await countTasks(r)).toBe(2);
+    });
+
+    it("§2.1 the other public option bags refuse unknown keys too", async () => {
+      const r = await openRatchet([noop]);
+      const bad = { limt: 5 } as never;
+      await expectCode(() => r.tick({ budgetMs: 10_000, concurency: 2 } as never), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.start({ concurency: 2 } as never), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.waitFor(1, { timeout: 5 } as never), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.waitForIdle("s", { timeout: 5 } as never), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.inspect(bad), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.tree(1, bad), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.recentlyEnded(bad), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.abortScope("s", { backgrond: true } as never), "RATCHET_INVALID_INPUT");
+      await expectCode(() => r.setConcurrencyLimit("g", 1, { kee: "x" } as never), "RATCHET_INVALID_INPUT");
+      expect(await countTasks(r)).toBe(0);
+      expect(await r.store.seatLimits()).toEqual([]);
+    });
+
     it("§1.4 enqueue returns positive integer ids drawn from one increasing sequence", async () => {
       const r = await openRatchet([noop, echo]);
       const a = await r.enqueue(noop);

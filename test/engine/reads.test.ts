@@ -48,6 +48,35 @@ forEachBackend(() => {
       expect(await r.list({ job: "none" })).toEqual([]);
     });
 
+    it("§9.6 read filters are validated before the store: the same RATCHET_INVALID_INPUT on every store", async () => {
+      const r = await openRatchet([noop]);
+      await r.enqueueJob("J", [{ task: noop, queue: "q" }]);
+      const bad: object[] = [
+        { queue: "a\u0000b" },
+        { name: "a\u0000b" },
+        { job: "a\u0000b" },
+        { queue: "" },
+        { job: "x".repeat(201) },
+        { name: " padded " },
+        { queue: 7 },
+        { status: "done" },
+        { outcome: "succeeded" },
+        { before: 0 },
+        { before: "5" },
+        { limit: 0 },
+        { limit: 1001 },
+        { qeue: "q" },
+      ];
+      for (const f of bad) {
+        const err = await expectCode(() => r.list(f as never), "RATCHET_INVALID_INPUT");
+        expect(err.message, JSON.stringify(f)).toMatch(/list/);
+      }
+      await expectCode(() => r.jobStatus("a\u0000b"), "RATCHET_INVALID_INPUT");
+      // Good filters still read, undefined fields are no filter.
+      expect(await r.list({ queue: "q", job: "J", name: "noop", status: undefined })).toHaveLength(1);
+      expect(await r.list({ queue: "other" })).toEqual([]);
+    });
+
     it("§9.1 list pages newest first with a `before` cursor, limit at most 1000", async () => {
       const r = await openRatchet([noop]);
       const ids = await r.enqueueMany(Array.from({ length: 7 }, () => ({ task: noop })));

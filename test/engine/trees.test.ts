@@ -197,7 +197,7 @@ forEachBackend(() => {
       expect(await r.store.waitMembers(id)).toEqual([]);
     });
 
-    it("§12.3 invalid waits are refused with RATCHET_INVALID_WAIT and change nothing", async () => {
+    it("§12.3, §2.1 invalid waits are refused with RATCHET_INVALID_WAIT, unknown option keys with RATCHET_INVALID_INPUT, and change nothing", async () => {
       const codes: Record<string, string> = {};
       const leaf = defineTask({
         name: "leaf",
@@ -224,6 +224,9 @@ forEachBackend(() => {
             missing: () => ctx.waitFor([987654]),
             foreignFailFast: () => ctx.waitFor([other], { policy: "failFast" }),
             policy: () => ctx.waitFor([other], { policy: "sometimes" as never }),
+            waitKey: () => ctx.waitFor([other], { polcy: "failFast" } as never),
+            spawnKey: () => ctx.spawn("x", "leaf", null, { backgroud: true } as never),
+            eventKey: () => ctx.waitForEvent("e", { timeout: 5 } as never),
           };
           for (const [k, f] of Object.entries(tries)) {
             try {
@@ -247,6 +250,9 @@ forEachBackend(() => {
         missing: "RATCHET_INVALID_WAIT",
         foreignFailFast: "RATCHET_INVALID_WAIT",
         policy: "RATCHET_INVALID_INPUT",
+        waitKey: "RATCHET_INVALID_INPUT",
+        spawnKey: "RATCHET_INVALID_INPUT",
+        eventKey: "RATCHET_INVALID_INPUT",
         owner: "RATCHET_INVALID_WAIT",
       });
       expect((await r.get(id))!.outcome).toBe("completed");
