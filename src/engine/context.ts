@@ -36,6 +36,7 @@ import type { Deadline, Deadlines } from "./deadlines.js";
 import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
 import { gatesFor } from "./gates.js";
 import { retryStore } from "./store-retry.js";
+import { InvocationStreams, type StreamDeps, type StreamWriter } from "./stream.js";
 
 export interface TaskContext {
   readonly taskId: number;
@@ -89,6 +90,13 @@ export interface TaskContext {
    * handler they are all terminal (spec §12.5), so it can see their outcomes.
    */
   children(): Promise<TaskRecord[]>;
+
+  /**
+   * The durable output stream `name` of this task (spec §16): chunks written are committed in
+   * batches at most every streamIntervalMs and at every boundary (step, wait, sleep, the end of
+   * the run). A rerun gets the same stream back: `offset` says where it stopped.
+   */
+  stream(name: string): Promise<StreamWriter>;
 }
 
 export interface SpawnOptions {
@@ -172,6 +180,8 @@ export interface InvocationDeps {
   log: (taskId: number, args: unknown[]) => void;
   /** The instance's invocation deadlines (one timer per distinct maxMs). */
   deadlines: Deadlines;
+  /** Durable output streams (spec §16). */
+  streams: StreamDeps;
 }
 
 /**
@@ -203,6 +213,8 @@ export class Invocation implements TaskContext {
   /** Step and event names this invocation used; made on first use (most tasks use none). */
   #used: Set<string> | undefined;
   #ended: EndReason | undefined;
+  /** The invocation's stream writers; made by the first ctx.stream (spec §16). */
+  #streams: InvocationStreams | undefined;
   /** Called once, with the first end reason, synchronously from end(). */
   readonly #onEnd: (inv: Invocation, r: EndReason) => void;
 
@@ -385,6 +397,8 @@ export class Invocation implements TaskContext {
     this.#live();
     // Unstorable results are errors, never silently truncated (spec §4.6).
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
+    // spec §16.2: what the step streamed is committed before the step is.
+    if (this.#streams?.dirty) await this.#boundary();
     // Group-committed with the steps of other invocations in this turn (one transaction).
     const res = await this.#deps.steps.submit({ fence: this.fence, name: n, result: text });
     if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
@@ -407,6 +421,7 @@ export class Invocation implements TaskContext {
     if (done && now >= done.until) return;
     const delayMs = done ? done.until - now : ms;
     if (!done && delayMs === 0) return;
+    if (this.#streams?.dirty) await this.#boundary();
     return this.#stop({ kind: "suspended", step: n, delayMs });
   }
 
@@ -525,6 +540,7 @@ export class Invocation implements TaskContext {
       throw new ValidationError(
         `waitFor policy must be "allSettled" or "failFast" (got ${describe(policy)})`,
       );
+    if (this.#streams?.dirty) await this.#boundary();
     const r = await this.#holder(() => this.#deps.store.waitTasks(this.fence, ids, policy));
     if (r.state === "waiting") return this.#park();
     const byId = new Map(r.members.map((m) => [m.id, m]));
@@ -554,6 +570,7 @@ export class Invocation implements TaskContext {
     const steps = await this.#stepsLoaded();
     if (steps.has(key)) return steps.get(key) as EventOutcome<T>;
     // (event keys are not turn-prefixed: a signal name is global, so its outcome is too)
+    if (this.#streams?.dirty) await this.#boundary();
     const r = await this.#holder(() => this.#deps.store.waitEvent(this.fence, n, timeoutMs));
     if (r.state === "waiting") return this.#park();
     const out: EventOutcome<T> =
@@ -586,11 +603,35 @@ export class Invocation implements TaskContext {
   /** The phase checkpoint (spec §12.8), fenced; step keys of earlier turns (not `keep`) are dropped with it. */
   async saveCheckpoint(text: string, keep: string): Promise<void> {
     this.#live();
+    if (this.#streams?.dirty) await this.#boundary();
     await this.#holder(() => this.#deps.store.setCheckpoint(this.fence, text, keep));
   }
 
   now(): number {
     return this.#deps.clock.now();
+  }
+
+  /** spec §16.1. */
+  stream(name: string): Promise<StreamWriter> {
+    this.#live();
+    this.#streams ??= new InvocationStreams(
+      this.fence,
+      this.#deps.streams,
+      () => this.#live(),
+      () => this.end({ kind: "lease_lost" }),
+    );
+    return this.#streams.open(name);
+  }
+
+  /** The writers with chunks not yet committed, for the executor's flush before the settlement. */
+  get pendingStreams(): InvocationStreams | undefined {
+    return this.#streams?.dirty ? this.#streams : undefined;
+  }
+
+  /** spec §16.2: commits every writer's buffered chunks before a boundary's own write. */
+  async #boundary(): Promise<void> {
+    await this.#streams!.commitAll();
+    this.#live();
   }
 }
 

@@ -328,6 +328,23 @@ function ended(inv: Invocation, reason: EndReason): void {
  * tells the hooks what happened: once, whatever fails.
  */
 function settle(inv: Invocation, reason: EndReason): void {
+  // spec §16.2: a run's streamed chunks are committed before its settlement (which ends the claim
+  // that fences them). Only an invocation that streamed and has chunks buffered waits for this.
+  const streams = inv.pendingStreams;
+  if (streams !== undefined && reason.kind !== "lease_lost" && reason.kind !== "parked") {
+    streams.commitAll().then(
+      () => settleNow(inv, reason),
+      (err) => {
+        if (!(err instanceof LeaseLostError)) (inv.deps as ExecutorDeps).onError(err, inv.taskId);
+        settleNow(inv, reason);
+      },
+    );
+    return;
+  }
+  settleNow(inv, reason);
+}
+
+function settleNow(inv: Invocation, reason: EndReason): void {
   const deps = inv.deps as ExecutorDeps;
   const { task } = inv;
   const { settlement, report } = settlementFor(task, inv.fence, inv.definition!, reason, deps);

@@ -5,6 +5,11 @@ import { ConfigError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { describe, MAX_MS, type TaskDefinition } from "./definition.js";
 import type { ScheduleOptions } from "./schedule.js";
+import {
+  DEFAULT_MAX_STREAM_BYTES,
+  DEFAULT_MAX_STREAM_CHUNK_BYTES,
+  DEFAULT_STREAM_INTERVAL_MS,
+} from "./stream.js";
 
 export interface Logger {
   info(msg: string, meta?: unknown): void;
@@ -55,6 +60,12 @@ export interface OpenOptions {
   maxPayloadBytes?: number;
   /** Bound of a step or task result. Default 1 MiB. */
   maxResultBytes?: number;
+  /** spec §16.2: a streamed chunk is committed at most this long after the commit before. Default 100 ms. */
+  streamIntervalMs?: number;
+  /** spec §16.6: bound of one stream chunk (its JSON text). Default 64 KiB. */
+  maxStreamChunkBytes?: number;
+  /** spec §16.6: bound of one stream, all its chunks together. Default 16 MiB. */
+  maxStreamBytes?: number;
   workerId?: string;
   logger?: Logger;
 }
@@ -77,6 +88,9 @@ export interface ResolvedOptions {
   maintenanceIntervalMs: number;
   maxPayloadBytes: number;
   maxResultBytes: number;
+  streamIntervalMs: number;
+  maxStreamChunkBytes: number;
+  maxStreamBytes: number;
   logger: Logger;
 }
 
@@ -119,6 +133,22 @@ export function resolveOptions(o: OpenOptions): ResolvedOptions {
       64 * 1024 * 1024,
     ),
     maintenanceIntervalMs: Math.max(1, positive(o.maintenanceIntervalMs ?? 1000, "maintenanceIntervalMs")),
+    streamIntervalMs: Math.max(
+      1,
+      positive(o.streamIntervalMs ?? DEFAULT_STREAM_INTERVAL_MS, "streamIntervalMs", 60_000),
+    ),
+    maxStreamChunkBytes: Math.max(
+      16,
+      positive(
+        o.maxStreamChunkBytes ?? DEFAULT_MAX_STREAM_CHUNK_BYTES,
+        "maxStreamChunkBytes",
+        16 * 1024 * 1024,
+      ),
+    ),
+    maxStreamBytes: Math.max(
+      16,
+      positive(o.maxStreamBytes ?? DEFAULT_MAX_STREAM_BYTES, "maxStreamBytes", 1024 * 1024 * 1024),
+    ),
     logger: o.logger ?? consoleLogger,
   };
 }

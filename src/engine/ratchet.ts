@@ -35,6 +35,7 @@ import type {
   TaskId,
   TaskRecord,
 } from "../store/store.js";
+import type { StreamInfo } from "../store/streams/ops.js";
 import { Batcher } from "./batcher.js";
 import { CALL_KEYS, checkListFilter } from "./calls.js";
 import { Deadlines } from "./deadlines.js";
@@ -55,6 +56,14 @@ import {
   tickKey,
 } from "./schedule.js";
 import { retryStore } from "./store-retry.js";
+import {
+  checkRead,
+  type ReadStreamOptions,
+  readChunks,
+  type StreamChunk,
+  StreamWaiters,
+  streamsOf,
+} from "./stream-reader.js";
 import { Wakeup } from "./wakeup.js";
 
 export type { BatchEntry, EnqueueOptions } from "./enqueue.js";
@@ -150,6 +159,8 @@ export class Ratchet {
   /** Seat and rate limits of the registered definitions, sent with every claim. */
   #limits: ClaimLimits = { seats: {}, rates: {} };
   #closed = false;
+  /** Live stream readers of this instance, woken by its own appends (spec §16.5). */
+  readonly #streamWaiters = new StreamWaiters();
 
   private constructor(store: Store, o: ResolvedOptions, workerId: string) {
     this.store = store;
@@ -174,6 +185,14 @@ export class Ratchet {
       maxStepBytes: o.maxResultBytes,
       maxResultBytes: o.maxResultBytes,
       deadlines: new Deadlines(),
+      streams: {
+        store,
+        appends: new Batcher((items) => retryStore(() => store.appendStreams(items))),
+        intervalMs: o.streamIntervalMs,
+        maxChunkBytes: o.maxStreamChunkBytes,
+        maxBytes: o.maxStreamBytes,
+        appended: (taskId, name) => this.#streamWaiters.appended(taskId, name),
+      },
       settler: this.#settler,
       steps,
       log: (taskId, args) =>
@@ -864,11 +883,19 @@ export class Ratchet {
   /**
    * Resolves once no live task of the scope is reachable by ordinary traversal
    * (background subtrees do not count; blocked, waiting and completing tasks
-   * do). TimeoutError after timeoutMs (default 5 min). spec §12.10.
+   * do). TimeoutError after timeoutMs (default 5 min). spec §12.10. Without a
+   * scope: once no such task is live in the whole store (spec §12.12).
    */
-  async waitForIdle(scope: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  async waitForIdle(opts?: { timeoutMs?: number }): Promise<void>;
+  async waitForIdle(scope: string, opts?: { timeoutMs?: number }): Promise<void>;
+  async waitForIdle(
+    scopeOrOpts?: string | { timeoutMs?: number },
+    scopeOpts: { timeoutMs?: number } = {},
+  ): Promise<void> {
     this.#live();
-    const s = checkName(scope, "scope");
+    const everywhere = scopeOrOpts === undefined || (typeof scopeOrOpts === "object" && scopeOrOpts !== null);
+    const s = everywhere ? null : checkName(scopeOrOpts, "scope");
+    const opts = everywhere ? (scopeOrOpts as { timeoutMs?: number } | undefined) : scopeOpts;
     checkKeys(opts, CALL_KEYS.wait, "waitForIdle options");
     const timeoutMs = opts?.timeoutMs ?? 300_000;
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_MS)
@@ -880,11 +907,13 @@ export class Ratchet {
     this.#settledListeners.add(listener);
     try {
       for (;;) {
-        const live = await this.store.scopeLive(s);
+        const live = s === null ? await this.#liveOrdinary() : await this.store.scopeLive(s);
         if (live === 0) return;
         const left = deadline - performance.now();
         if (left <= 0)
-          throw new TimeoutError(`scope "${s}" still has ${live} live tasks after ${timeoutMs} ms`);
+          throw new TimeoutError(
+            `${s === null ? "the store" : `scope "${s}"`} still has ${live} live tasks after ${timeoutMs} ms`,
+          );
         await local.wait(Math.min(delay, left));
         delay = Math.min(delay * 2, 250);
         if (this.#closed) throw new ClosedError();
@@ -892,6 +921,16 @@ export class Ratchet {
     } finally {
       this.#settledListeners.delete(listener);
     }
+  }
+
+  /**
+   * spec §12.12: live, non-detached tasks in the whole store. The depth counters (§9.5) answer
+   * "nothing live" without reading a task; only when some task is live does the store count them.
+   */
+  async #liveOrdinary(): Promise<number> {
+    const depths = await this.store.depths();
+    if (depths.every((d) => d.live === 0)) return 0;
+    return this.store.scopeLive(null);
   }
 
   /** spec §6.3. */
@@ -905,6 +944,23 @@ export class Ratchet {
   async get(id: TaskId): Promise<TaskRecord | null> {
     this.#live();
     return this.store.get(checkId(id));
+  }
+
+  // ------------------------------------------------------------ streams
+
+  /**
+   * spec §16.5: the committed chunks of a task's stream from `from` (default 0), then — unless
+   * `follow: false` — the ones committed later, until the stream is closed or the task ends.
+   * Reconnecting with the last offset seen plus one gives exactly the rest. Bad arguments throw here.
+   */
+  readStream(taskId: TaskId, name: string, opts: ReadStreamOptions = {}): AsyncIterable<StreamChunk> {
+    const args = checkRead(taskId, name, opts);
+    return readChunks(this.store, this.#streamWaiters, args, opts.signal, () => this.#closed);
+  }
+
+  /** The streams of a task (name, length, bytes, closed), by name. */
+  async streams(taskId: TaskId): Promise<StreamInfo[]> {
+    return streamsOf(this.store, taskId);
   }
 
   async details(id: TaskId): Promise<TaskDetails> {

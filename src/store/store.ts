@@ -15,7 +15,9 @@
  */
 import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
+import type { ConversationOps } from "./conversations/types.js";
 import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
+import type { StreamAppend, StreamAppendResult, StreamInfo, StreamRead } from "./streams/ops.js";
 
 export type TaskId = number;
 
@@ -532,8 +534,11 @@ export interface Store {
   children(id: TaskId): Promise<TaskRecord[]>;
   /** The task and everything it owns, transitively, in id order (bounded). */
   subtree(id: TaskId, limit: number): Promise<TaskRecord[]>;
-  /** Live tasks of a scope that ordinary traversal reaches (background subtrees excluded). */
-  scopeLive(scope: string): Promise<number>;
+  /**
+   * Live tasks of a scope that ordinary traversal reaches (background subtrees excluded); with
+   * null, of every scope (spec §12.12).
+   */
+  scopeLive(scope: string | null): Promise<number>;
   inspectRows(limit: number): Promise<InspectRows>;
   waitMembers(id: TaskId): Promise<TaskId[]>;
   explainRows(id: TaskId): Promise<ExplainRows | null>;
@@ -562,6 +567,22 @@ export interface Store {
   dueSchedules(limit: number): Promise<{ rows: ScheduleRow[]; now: number }>;
   claimTick(name: string, due: number, next: number, firing: number | null): Promise<boolean>;
   firedTick(name: string, tick: number, taskId: TaskId): Promise<void>;
+
+  // ------------------------------------------------------ conversations (spec §17)
+
+  /** Conversations, entries, state, submissions and the inbox: the programs of src/store/conversations. */
+  readonly conversations: ConversationOps;
+
+  // ------------------------------------------------ durable output streams (spec §16)
+
+  /** Appends batches of chunks, each fenced and length-checked on its own, in one transaction. */
+  appendStreams(items: readonly StreamAppend[]): Promise<StreamAppendResult[]>;
+  /** One stream's state, or null before its first commit. */
+  streamInfo(taskId: TaskId, name: string): Promise<StreamInfo | null>;
+  /** A task's streams, by name. */
+  listStreams(taskId: TaskId): Promise<StreamInfo[]>;
+  /** Committed chunks from an offset, with the stream's and the task's state (a bounded page). */
+  readStream(taskId: TaskId, name: string, from: number): Promise<StreamRead>;
 
   // ------------------------------------------------------ observability
 

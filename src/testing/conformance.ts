@@ -31,6 +31,7 @@ import { registerLifecycleTests } from "./conformance/lifecycle.js";
 import { registerObservabilityTests } from "./conformance/observability.js";
 import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
+import { registerStreamTests } from "./conformance/streams.js";
 import { registerTreeTests } from "./conformance/trees.js";
 
 /** The matchers the suite uses; vitest's and jest's `expect` satisfy it. */
@@ -84,6 +85,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerGraphTests(define);
     registerReadTests(define);
     registerObservabilityTests(define);
+    registerStreamTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

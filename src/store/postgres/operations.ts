@@ -5,6 +5,7 @@ import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { AbortResult, TaskId, TaskRecord } from "../store.js";
+import { pruneStreams } from "../streams/ops.js";
 import * as tree from "../tree/ops.js";
 import type { PgCore } from "./core.js";
 import { T } from "./sql.js";
@@ -113,6 +114,7 @@ export async function prune(core: PgCore, olderThanMs: number, limit: number): P
       )
     ).map((r) => r.id);
     if (ids.length === 0) return 0;
+    await core.inTx(c, pruneStreams(ids));
     await core.run(c, "DELETE FROM {s}.ratchet_steps WHERE task_id = ANY(:ids)", { ids });
     await core.run(c, "DELETE FROM {s}.ratchet_events WHERE task_id = ANY(:ids)", { ids });
     await core.run(c, "DELETE FROM {s}.ratchet_deps WHERE task_id = ANY(:ids) OR needs_id = ANY(:ids)", {

@@ -13,6 +13,7 @@
  *   `subscribe` LISTENs on a dedicated connection that reconnects with backoff.
  */
 import type pg from "pg";
+import { conversationOps } from "../conversations/bind.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
@@ -47,6 +48,7 @@ import type {
   WaitPolicy,
   WaitResult,
 } from "../store.js";
+import * as streams from "../streams/ops.js";
 import { eventStepKey } from "../tree/keys.js";
 import * as tree from "../tree/ops.js";
 import { claim, listReady } from "./claim.js";
@@ -125,6 +127,15 @@ export class PostgresStore implements Store {
   stats = (): Promise<QueueStats[]> => stats(this.core);
   depths = (): Promise<QueueDepth[]> => depths(this.core);
   recentlyEnded = (limit: number): Promise<EndedTask[]> => recentlyEnded(this.core, limit);
+  // Durable output streams (spec §16): appends in one transaction, reads on one connection.
+  appendStreams = (items: readonly streams.StreamAppend[]): Promise<streams.StreamAppendResult[]> =>
+    this.core.program(() => streams.appendStreams(items));
+  streamInfo = (taskId: TaskId, name: string): Promise<streams.StreamInfo | null> =>
+    this.core.read((c) => this.core.inTx(c, streams.streamInfo(taskId, name)));
+  listStreams = (taskId: TaskId): Promise<streams.StreamInfo[]> =>
+    this.core.read((c) => this.core.inTx(c, streams.listStreams(taskId)));
+  readStream = (taskId: TaskId, name: string, from: number): Promise<streams.StreamRead> =>
+    this.core.read((c) => this.core.inTx(c, streams.readStream(taskId, name, from)));
   nextRunAt = (): Promise<number | null> => nextRunAt(this.core);
   countReady = (queues: readonly string[], names: readonly string[], cap: number): Promise<number> =>
     countReady(this.core, queues, names, cap);
@@ -154,7 +165,7 @@ export class PostgresStore implements Store {
   children = (id: TaskId): Promise<TaskRecord[]> => this.core.program(() => tree.children(id));
   subtree = (id: TaskId, limit: number): Promise<TaskRecord[]> =>
     this.core.program(() => tree.subtree(id, limit));
-  scopeLive = (scope: string): Promise<number> => this.core.program(() => tree.scopeLive(scope));
+  scopeLive = (scope: string | null): Promise<number> => this.core.program(() => tree.scopeLive(scope));
   inspectRows = (limit: number): Promise<InspectRows> => this.core.program(() => tree.inspectRows(limit));
   waitMembers = (id: TaskId): Promise<TaskId[]> => this.core.program(() => tree.waitMembers(id));
   explainRows = (id: TaskId): Promise<ExplainRows | null> => this.core.program(() => tree.explainRows(id));
@@ -184,6 +195,8 @@ export class PostgresStore implements Store {
   firedTick = (name: string, tick: number, taskId: TaskId): Promise<void> =>
     this.core.program(() => sched.firedTick(name, tick, taskId));
   subscribe = (onWake: () => void): Promise<() => Promise<void>> => subscribe(this.core, onWake);
+  // Conversations (spec §17): the shared programs of src/store/conversations, one transaction each.
+  readonly conversations = conversationOps((p) => this.core.program(p));
 
   async close(): Promise<void> {
     if (this.core.closed) return;

@@ -255,6 +255,102 @@ END;
     version: 6,
     run: cheapChecks,
   },
+  {
+    version: 7,
+    sql: `
+-- Durable output streams (spec §16). One row per (task, stream): its committed length (the next
+-- offset), bytes and whether it is closed; the writer's append is conditional on the length it
+-- expects, so a retried commit can never add its chunks twice.
+CREATE TABLE ratchet_streams (
+  task_id    INTEGER NOT NULL,
+  name       TEXT    NOT NULL,
+  length     INTEGER NOT NULL,
+  bytes      INTEGER NOT NULL,
+  closed     INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (task_id, name)
+) WITHOUT ROWID;
+-- One row per committed batch of chunks (a segment): offsets first … first + count - 1, the chunks'
+-- JSON texts as one JSON array. A row per batch rather than per chunk: a writer streaming tokens
+-- commits every 100 ms, so 50 writers at 50 tokens/s are 500 rows/s instead of 2,500.
+CREATE TABLE ratchet_stream_chunks (
+  task_id INTEGER NOT NULL,
+  name    TEXT    NOT NULL,
+  first   INTEGER NOT NULL,
+  count   INTEGER NOT NULL,
+  data    TEXT    NOT NULL,
+  PRIMARY KEY (task_id, name, first)
+) WITHOUT ROWID;
+`,
+  },
+  {
+    version: 8,
+    sql: `
+-- Conversations (spec §17). A conversation is not a task: it lives until deleteConversation
+-- (spec §17.9), whatever the task retention. run_task_id is the one run in progress (spec §17.5);
+-- next_seq the sequence number its next entry gets (spec §17.2).
+CREATE TABLE ratchet_conversations (
+  id            TEXT    PRIMARY KEY,
+  title         TEXT,
+  metadata      TEXT,
+  owner_task_id INTEGER,
+  parent_id     TEXT,
+  parent_seq    INTEGER,
+  next_seq      INTEGER NOT NULL DEFAULT 0,
+  run_task_id   INTEGER,
+  created_at    INTEGER NOT NULL,
+  updated_at    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX ratchet_conversations_owner ON ratchet_conversations (owner_task_id) WHERE owner_task_id IS NOT NULL;
+-- Immutable entries, totally ordered per conversation by seq (spec §17.2).
+CREATE TABLE ratchet_entries (
+  conversation_id TEXT    NOT NULL,
+  seq             INTEGER NOT NULL,
+  kind            TEXT    NOT NULL,
+  name            TEXT,
+  data            TEXT    NOT NULL,
+  task_id         INTEGER,
+  submission_id   INTEGER,
+  created_at      INTEGER NOT NULL,
+  PRIMARY KEY (conversation_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX ratchet_entries_task ON ratchet_entries (task_id, conversation_id, seq) WHERE task_id IS NOT NULL;
+-- Application state per conversation: one JSON value per key (spec §17.4).
+CREATE TABLE ratchet_conversation_state (
+  conversation_id TEXT    NOT NULL,
+  key             TEXT    NOT NULL,
+  value           TEXT    NOT NULL,
+  updated_at      INTEGER NOT NULL,
+  PRIMARY KEY (conversation_id, key)
+) WITHOUT ROWID;
+-- Keyed commits: a commit with a key is applied once (spec §17.4).
+CREATE TABLE ratchet_conversation_commits (
+  conversation_id TEXT NOT NULL,
+  key             TEXT NOT NULL,
+  result          TEXT NOT NULL,
+  PRIMARY KEY (conversation_id, key)
+) WITHOUT ROWID;
+-- Submissions and the inbox (spec §17.5–§17.8): queued rows are the inbox, in id order.
+CREATE TABLE ratchet_submissions (
+  id              INTEGER PRIMARY KEY,
+  conversation_id TEXT    NOT NULL,
+  request_id      TEXT,
+  mode            TEXT    NOT NULL,
+  input           TEXT    NOT NULL,
+  status          TEXT    NOT NULL,
+  reason          TEXT,
+  entry_seq       INTEGER,
+  answer_seq      INTEGER,
+  run_task_id     INTEGER,
+  created_at      INTEGER NOT NULL,
+  settled_at      INTEGER
+);
+CREATE UNIQUE INDEX ratchet_submissions_request ON ratchet_submissions (conversation_id, request_id) WHERE request_id IS NOT NULL;
+CREATE INDEX ratchet_submissions_inbox ON ratchet_submissions (conversation_id, status, id);
+CREATE INDEX ratchet_submissions_run ON ratchet_submissions (run_task_id) WHERE run_task_id IS NOT NULL;
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -4,6 +4,7 @@ import { isRetryableOutcome, type Outcome } from "../../core/model.js";
 import { InvalidStateError, NotFoundError } from "../../errors.js";
 import { type TaskRow, toRecord } from "../rows.js";
 import type { AbortResult, TaskId, TaskRecord } from "../store.js";
+import { pruneStreams } from "../streams/ops.js";
 import * as tree from "../tree/ops.js";
 import type { SqliteCore } from "./core.js";
 
@@ -136,6 +137,7 @@ export function prune(c: SqliteCore, olderThanMs: number, limit: number): number
     ).map((r) => r.id);
     if (ids.length === 0) return 0;
     const list = JSON.stringify(ids);
+    c.inTx(pruneStreams(ids));
     c.s("DELETE FROM ratchet_steps WHERE task_id IN (SELECT value FROM json_each(?))").run(list);
     c.s("DELETE FROM ratchet_events WHERE task_id IN (SELECT value FROM json_each(?))").run(list);
     c.s(

@@ -17,6 +17,7 @@
 import Database from "better-sqlite3";
 import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
+import { conversationOps } from "../conversations/bind.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
@@ -51,6 +52,7 @@ import type {
   WaitPolicy,
   WaitResult,
 } from "../store.js";
+import * as streams from "../streams/ops.js";
 import { eventStepKey } from "../tree/keys.js";
 import * as tree from "../tree/ops.js";
 import { BACKSTOP_PAGES, checkpointLane } from "./checkpointer.js";
@@ -255,7 +257,7 @@ export class SqliteStore implements Store {
     return this.#c.program(() => tree.subtree(id, limit));
   }
 
-  async scopeLive(scope: string): Promise<number> {
+  async scopeLive(scope: string | null): Promise<number> {
     return this.#c.program(() => tree.scopeLive(scope));
   }
 
@@ -298,6 +300,14 @@ export class SqliteStore implements Store {
   async markedAmong(ids: readonly TaskId[]): Promise<TaskId[]> {
     return this.#c.program(() => tree.markedAmong(ids));
   }
+
+  // ----------------------------------------------------------------- conversations (spec §17)
+
+  /** Writes in one IMMEDIATE transaction each; reads outside one. */
+  readonly conversations = conversationOps(
+    async (p) => this.#c.program(p),
+    async (p) => this.#c.read(() => this.#c.inTx(p())),
+  );
 
   // ----------------------------------------------------------------- flow control (spec §14.9–§14.12)
 
@@ -367,6 +377,24 @@ export class SqliteStore implements Store {
 
   async countReady(queues: readonly string[], names: readonly string[], cap: number): Promise<number> {
     return reads.countReady(this.#c, queues, names, cap);
+  }
+
+  // ------------------------------------------------ durable output streams (spec §16)
+
+  async appendStreams(items: readonly streams.StreamAppend[]): Promise<streams.StreamAppendResult[]> {
+    return this.#c.program(() => streams.appendStreams(items));
+  }
+
+  async streamInfo(taskId: TaskId, name: string): Promise<streams.StreamInfo | null> {
+    return this.#c.read(() => this.#c.inTx(streams.streamInfo(taskId, name)));
+  }
+
+  async listStreams(taskId: TaskId): Promise<streams.StreamInfo[]> {
+    return this.#c.read(() => this.#c.inTx(streams.listStreams(taskId)));
+  }
+
+  async readStream(taskId: TaskId, name: string, from: number): Promise<streams.StreamRead> {
+    return this.#c.read(() => this.#c.inTx(streams.readStream(taskId, name, from)));
   }
 
   async recentlyEnded(limit: number): Promise<EndedTask[]> {
