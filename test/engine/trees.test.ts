@@ -884,6 +884,48 @@ forEachBackend(() => {
       expect((await r2.get(id))!.outcome).toBe("aborted");
     });
 
+    it("§12.12 waitForIdle() without a scope waits until no live ordinary task is left in the store", async () => {
+      const clock = new FakeClock(1_000_000);
+      const slow = sleeper(1_000, 1);
+      const long = defineTask({
+        name: "long",
+        async run(ctx: TaskContext) {
+          await ctx.sleep("s", 60_000);
+        },
+      });
+      const parent = defineTask({
+        name: "parent",
+        async run(ctx: TaskContext) {
+          await ctx.spawn("bg", long, null, { background: true });
+          await ctx.waitFor([await ctx.spawn("a", slow)]);
+          return "done";
+        },
+      });
+      const quick = defineTask({ name: "quick", run: () => 1 });
+      const r = await openRatchet([slow, long, parent, quick], { clock });
+      await r.waitForIdle({ timeoutMs: 0 }); // an empty store is idle
+      await r.waitForIdle();
+      const id = await r.enqueue(parent, null, { scope: "s1" });
+      const later = await r.enqueue(quick, null, { scope: "s2", delayMs: 5_000 });
+      await drain(r);
+      await expectCode(() => r.waitForIdle({ timeoutMs: 0 }), "RATCHET_TIMEOUT");
+      clock.advance(1_000);
+      await tickUntil(r, () => terminal(r, id));
+      await r.waitForIdle("s1", { timeoutMs: 0 });
+      // Another scope's task is still waiting on its timer: the store is not idle.
+      const err = await expectCode(() => r.waitForIdle({ timeoutMs: 0 }), "RATCHET_TIMEOUT");
+      expect(err.message).toMatch(/the store still has 1 live task/);
+      const idle = r.waitForIdle({ timeoutMs: 60_000 });
+      clock.advance(5_000);
+      await tickUntil(r, () => terminal(r, later));
+      await idle;
+      // Only the background child is live now, sleeping: detached work does not count (spec §12.2).
+      const bg = (await r.tree(id)).children.find((c) => c.task.spawnName === "bg")!.task;
+      expect((await r.get(bg.id))!.status).toBe("waiting");
+      await r.waitForIdle({ timeoutMs: 0 });
+      await expectCode(() => r.waitForIdle({ timeot: 5 } as never), "RATCHET_INVALID_INPUT");
+    });
+
     it("§12.10 inspect derives each live task's state; waitForIdle waits for the scope; tree nests the subtree", async () => {
       const clock = new FakeClock(1_000_000);
       const slow = sleeper(1_000, 1);

@@ -697,8 +697,13 @@ export function* abortScope(scope: string, background: boolean): Program<TaskId[
   return [...ids, ...more];
 }
 
-export function* scopeLive(scope: string): Program<number> {
-  const m = scopeMatch(scope);
+/**
+ * spec §12.10, §12.12: live tasks of the scope (null: of every scope) that ordinary traversal
+ * reaches. Store-wide this reads every task row (no index covers "not terminal"); the engine asks
+ * only when the depth counters (§9.5) say some task is live.
+ */
+export function* scopeLive(scope: string | null): Program<number> {
+  const m = scope === null ? { sql: "1 = 1", p: {} } : scopeMatch(scope);
   const r = yield* one<{ n: number }>(
     `SELECT count(*) AS n FROM ${T} WHERE status <> 'terminal' AND detached = 0 AND ${m.sql}`,
     m.p,

@@ -67,6 +67,30 @@ export function registerTreeTests(it: Define): void {
     expect(await must(store, p!)).toMatchObject({ status: "terminal", outcome: "completed", result: "held" });
   });
 
+  it("§12.12 scopeLive(null) counts the live tasks of every scope that are not detached", async ({
+    store,
+    expect,
+  }) => {
+    expect(await store.scopeLive(null)).toBe(0);
+    const [p, q, done] = await ids(store, [
+      newTask({ name: "p", scope: "s1" }),
+      newTask({ name: "q", scope: "s2" }),
+      newTask({ name: "d" }),
+    ]);
+    await completeId(store, done!);
+    const c = await claimId(store, p!);
+    const k = await store.spawn(fenceOf(c), child("k"), unlimited);
+    const bg = await store.spawn(fenceOf(c), child("bg", true), unlimited);
+    expect(await store.scopeLive(null)).toBe(3); // p, q and k; not bg (detached), not d (terminal)
+    expect(await store.scopeLive("s1")).toBe(2);
+    await completeId(store, k.id);
+    await completeId(store, q!);
+    expect(await store.scopeLive(null)).toBe(1);
+    expect(await store.settle([{ kind: "complete", fence: fenceOf(c), result: "1" }])).toEqual(["ok"]);
+    expect((await must(store, bg.id)).status).not.toBe("terminal");
+    expect(await store.scopeLive(null)).toBe(0);
+  });
+
   it("§12.3 waitTasks returns terminal members at once, parks otherwise, refuses invalid waits, and wakes the waiter", async ({
     store,
     expect,
