@@ -612,7 +612,7 @@ export class Invocation implements TaskContext {
   }
 
   /** spec §16.1. */
-  stream(name: string): Promise<StreamWriter> {
+  async stream(name: string): Promise<StreamWriter> {
     this.#live();
     this.#streams ??= new InvocationStreams(
       this.fence,

@@ -211,6 +211,39 @@ export const OPENAPI = {
         },
       },
     },
+    "/api/tasks/{id}/streams": {
+      get: {
+        summary: "The task's durable output streams: name, length, bytes, closed (spec §16)",
+        parameters: [idParam],
+        responses: {
+          ...ok("{ streams: [{ taskId, name, length, bytes, closed, createdAt, updatedAt }] }", anyObject),
+          ...errors(400, 401, 403, 404),
+        },
+      },
+    },
+    "/api/tasks/{id}/streams/{name}": {
+      get: {
+        summary:
+          "Server-Sent Events of one stream: `chunk` per chunk (event id = offset, data = the chunk's JSON), then `end` ({ next }); `Last-Event-ID` resumes after that offset (spec §16.8)",
+        parameters: [
+          idParam,
+          nameParam("name", "The stream's name"),
+          query(
+            "from",
+            { type: "integer", minimum: 0 },
+            "First offset to send (default 0; Last-Event-ID wins).",
+          ),
+          query("follow", { type: "string", enum: ["true", "false"] }, "false: end at the committed end."),
+        ],
+        responses: {
+          "200": {
+            description: "An event stream",
+            content: { "text/event-stream": { schema: { type: "string" } } },
+          },
+          ...errors(400, 401, 403, 404, 503),
+        },
+      },
+    },
     "/api/tasks/{id}/retry": {
       post: {
         summary: "Run a failed, aborted, faulted or orphaned task again",

@@ -26,6 +26,7 @@ import { HttpError, toErrorResponse } from "./errors.js";
 import { EndingsRecorder, renderMetrics } from "./metrics.js";
 import { OPENAPI } from "./openapi.js";
 import { registerOperationRoutes } from "./routes/operations.js";
+import { registerStreamRoutes } from "./routes/streams.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
 import { registerStream } from "./stream.js";
 
@@ -123,6 +124,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
   registerOperationRoutes(app, ratchet);
   const streams = new Set<() => void>();
   registerStream(app, ratchet, { intervalMs, maxStreams, maxWatch: 100, log }, streams);
+  registerStreamRoutes(app, ratchet, { maxStreams, log }, streams);
   const recorder = new EndingsRecorder();
   app.get("/metrics", async (c) => {
     const text = await renderMetrics(ratchet, recorder);

@@ -2,6 +2,8 @@
 export interface SseEvent {
   event: string;
   data: unknown;
+  /** The event's `id:` field, if it had one. */
+  id?: string;
 }
 
 export interface SseReader {
@@ -38,12 +40,14 @@ export async function openSse(url: string, headers: Record<string, string> = {})
       const block = buffer.slice(0, i);
       buffer = buffer.slice(i + 2);
       let event = "message";
+      let id: string | undefined;
       const data: string[] = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event: ")) event = line.slice(7);
         else if (line.startsWith("data: ")) data.push(line.slice(6));
+        else if (line.startsWith("id: ")) id = line.slice(4);
       }
-      queue.push({ event, data: JSON.parse(data.join("\n")) });
+      queue.push({ event, data: JSON.parse(data.join("\n")), ...(id === undefined ? {} : { id }) });
     }
   };
   return {
