@@ -1,0 +1,289 @@
+/**
+ * Conversations (spec §17): transcripts of immutable entries with per-conversation state, and the
+ * submissions and inbox through which input reaches their runs. Built on the engine's public API
+ * (tasks, seats, scopes, waits, abort) and the conversation operations of the Store contract; the
+ * engine never imports this layer.
+ */
+import { randomUUID } from "node:crypto";
+import { DEFAULT_MAX_PAYLOAD_BYTES, toStorableJson } from "../core/json.js";
+import type { TaskDefinition } from "../engine/definition.js";
+import { type BatchEntry, prepareBatch } from "../engine/enqueue.js";
+import type { Ratchet } from "../engine/ratchet.js";
+import { ConfigError, TimeoutError, UnknownTaskError, ValidationError } from "../errors.js";
+import { conversationScope } from "../store/conversations/tasks.js";
+import type {
+  CommitResult,
+  ConversationRecord,
+  DeliveryMode,
+  EntryKind,
+  EntryRecord,
+  NewEntry,
+  SubmissionRecord,
+  WhenBusy,
+} from "../store/conversations/types.js";
+import { CONVERSATION_LIMITS, checkId, checkKind, checkTitle } from "../store/conversations/validate.js";
+import type { Fence, NewTask, Store, TaskId } from "../store/store.js";
+import { inputText, type RunDefinition } from "./run.js";
+import { Submission } from "./submission.js";
+
+export interface ConversationsOptions {
+  /** The run this process serves: a task made by `defineRun`. */
+  run: RunDefinition;
+  /** Steers a turn boundary places: the oldest one, or all queued (spec §17.6). Default "one". */
+  steeringMode?: DeliveryMode;
+  /** Follow-ups a final boundary places: the oldest one, or all queued. Default "one". */
+  followUpMode?: DeliveryMode;
+  /** Largest input, entry or state value. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Admission bound for the queues of tasks created by commits (spec §2.7). Default 1,000,000. */
+  maxDepth?: number;
+}
+
+/** An entry as an application writes it: a kind (a custom one by `name`) and any JSON data. */
+export interface EntryInput {
+  kind: EntryKind;
+  name?: string;
+  data?: unknown;
+}
+
+/** What one atomic commit writes (spec §17.4). A state value of `null` deletes the key. */
+export interface CommitInput {
+  entries?: readonly EntryInput[];
+  state?: Readonly<Record<string, unknown>>;
+  tasks?: readonly BatchEntry[];
+}
+
+export interface CreateOptions {
+  title?: string;
+  metadata?: unknown;
+  /** The task that owns the conversation (a subagent's driver); immutable (spec §17.1). */
+  ownerTaskId?: TaskId;
+}
+
+export interface SubmitOptions {
+  /** Idempotency key per conversation: a repeat returns the first submission (spec §17.5). */
+  requestId?: string;
+  /** What to do while a run is in progress. Default "follow-up". */
+  whenBusy?: WhenBusy;
+}
+
+export class Conversations {
+  readonly ratchet: Ratchet;
+  readonly store: Store;
+  readonly run: RunDefinition;
+  readonly delivery: { steer: DeliveryMode; followUp: DeliveryMode };
+  readonly maxPayloadBytes: number;
+  readonly maxDepth: number;
+
+  constructor(ratchet: Ratchet, opts: ConversationsOptions) {
+    if (!opts?.run?.task) throw new ConfigError("Conversations needs a run made by defineRun");
+    const modes = [opts.steeringMode ?? "one", opts.followUpMode ?? "one"];
+    if (!modes.every((m) => m === "one" || m === "all"))
+      throw new ConfigError('steeringMode and followUpMode must be "one" or "all"');
+    this.ratchet = ratchet;
+    this.store = ratchet.store;
+    this.run = opts.run;
+    this.delivery = { steer: modes[0] as DeliveryMode, followUp: modes[1] as DeliveryMode };
+    this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
+    this.maxDepth = opts.maxDepth ?? 1_000_000;
+    if (!ratchet.definitions().includes(opts.run.task)) ratchet.register(opts.run.task);
+    opts.run.bound = this;
+  }
+
+  // ------------------------------------------------------------ conversations
+
+  /** Creates the conversation, or returns the one that has this id (spec §17.1). */
+  async create(id: string, opts: CreateOptions = {}): Promise<ConversationRecord> {
+    const r = await this.store.conversations.createConversation(this.#newConversation(id, opts));
+    return r.conversation;
+  }
+
+  get(id: string): Promise<ConversationRecord | null> {
+    return this.store.conversations.getConversation(id);
+  }
+
+  list(
+    f: { after?: string; ownerTaskId?: TaskId; busy?: boolean; limit?: number } = {},
+  ): Promise<ConversationRecord[]> {
+    return this.store.conversations.listConversations({ ...f, limit: f.limit ?? 100 });
+  }
+
+  /** Deletes it and everything it holds (spec §17.9); refused while a run is in progress. */
+  delete(id: string): Promise<boolean> {
+    return this.store.conversations.deleteConversation(id);
+  }
+
+  /** A new conversation with copies of the entries up to `atSeq` and of the state (spec §17.7). */
+  fork(from: string, atSeq: number, opts: CreateOptions & { id?: string } = {}): Promise<ConversationRecord> {
+    const id = opts.id ?? randomUUID();
+    return this.store.conversations.forkConversation(from, atSeq, this.#newConversation(id, opts));
+  }
+
+  #newConversation(id: string, o: CreateOptions) {
+    checkId(id, "a conversation id");
+    return {
+      id,
+      title: checkTitle(o.title ?? null),
+      metadata:
+        o.metadata === undefined
+          ? null
+          : toStorableJson(o.metadata, "conversation metadata", CONVERSATION_LIMITS.metadataBytes),
+      ownerTaskId: o.ownerTaskId ?? null,
+    };
+  }
+
+  // -------------------------------------------------------------- entries
+
+  /** An application commit (spec §17.4); with `key`, applied once per key. */
+  commit(id: string, c: CommitInput, opts: { key?: string } = {}): Promise<CommitResult> {
+    return this.commitAs(id, c, opts.key ?? null, null);
+  }
+
+  /** @internal A commit, fenced when a run makes it. */
+  async commitAs(id: string, c: CommitInput, key: string | null, fence: Fence | null): Promise<CommitResult> {
+    if (c === null || typeof c !== "object") throw new ValidationError("a commit must be an object");
+    const entries = (c.entries ?? []).map((e) => this.entryOf(e));
+    const state = Object.entries(c.state ?? {}).map(([k, v]) => ({
+      key: k,
+      value: v === null ? null : toStorableJson(v, `state "${k.slice(0, 40)}"`, this.maxPayloadBytes),
+    }));
+    const tasks = c.tasks && c.tasks.length > 0 ? await this.#prepare(c.tasks) : [];
+    return this.store.conversations.commitConversation({
+      conversationId: id,
+      entries,
+      state,
+      tasks,
+      key,
+      fence,
+      maxDepth: this.maxDepth,
+    });
+  }
+
+  /** @internal An entry in the store's form, checked. */
+  entryOf(e: EntryInput): NewEntry {
+    if (e === null || typeof e !== "object") throw new ValidationError("an entry must be an object");
+    const { kind, name } = checkKind(e.kind, e.name);
+    return { kind, name, data: toStorableJson(e.data ?? null, `a ${kind} entry`, this.maxPayloadBytes) };
+  }
+
+  entries(id: string, range: { from?: number; to?: number; limit?: number } = {}): Promise<EntryRecord[]> {
+    return this.store.conversations.entries(id, { ...range, limit: range.limit ?? 1_000 });
+  }
+
+  /** What a model sees: entries from the newest reset or compaction on (spec §17.3). */
+  context(id: string, opts: { limit?: number } = {}): Promise<EntryRecord[]> {
+    return this.store.conversations.contextEntries(id, opts.limit ?? 10_000);
+  }
+
+  entriesByTask(taskId: TaskId, opts: { limit?: number } = {}): Promise<EntryRecord[]> {
+    return this.store.conversations.entriesByTask(taskId, opts.limit ?? 1_000);
+  }
+
+  state(id: string): Promise<Record<string, unknown>> {
+    return this.store.conversations.conversationState(id);
+  }
+
+  // ---------------------------------------------------------- submissions
+
+  /**
+   * Submits input (spec §17.5): placed at once with a new run when the conversation is idle,
+   * queued as a follow-up or steer while it is busy, or refused (`reject`: ConversationBusyError,
+   * nothing written). A repeated `requestId` returns the first submission.
+   */
+  async submit(id: string, input: unknown, opts: SubmitOptions = {}): Promise<Submission> {
+    const r = await this.store.conversations.submit({
+      conversationId: id,
+      requestId: opts.requestId ?? null,
+      input: inputText(input, this.maxPayloadBytes),
+      whenBusy: opts.whenBusy ?? "follow-up",
+      run: await this.runTask(id),
+      delivery: this.delivery,
+      maxDepth: this.maxDepth,
+    });
+    return new Submission(this, r.submission, r.created);
+  }
+
+  /** Reacquires a submission by id, e.g. to wait for it after a restart. */
+  async submission(id: number): Promise<Submission | null> {
+    const s = await this.store.conversations.submission(id);
+    return s ? new Submission(this, s, false) : null;
+  }
+
+  /** Queued submissions, oldest first. */
+  inbox(id: string, opts: { limit?: number } = {}): Promise<SubmissionRecord[]> {
+    return this.store.conversations.inbox(id, opts.limit ?? 1_000);
+  }
+
+  /**
+   * Stops the conversation (spec §17.8): withdraws its queued inputs (unanswered, `aborted`),
+   * aborts its run's task tree bottom-up with the engine's abort, and resolves once the
+   * conversation is idle. Entries already written stay. With `background`, background work in
+   * the conversation's scope is aborted and awaited too.
+   */
+  async abort(
+    id: string,
+    opts: { background?: boolean; timeoutMs?: number } = {},
+  ): Promise<{ withdrawn: number; marked: number }> {
+    const background = opts.background ?? false;
+    const timeoutMs = opts.timeoutMs ?? 300_000;
+    const withdrawn = await this.store.conversations.withdrawQueued(id, "aborted");
+    const scope = conversationScope(id);
+    const { marked } = await this.ratchet.abortScope(scope, { background });
+    await this.waitForIdle(id, { timeoutMs, background });
+    await this.store.conversations.settleEndedRun(id);
+    return { withdrawn, marked };
+  }
+
+  /** Resolves once no run or task of the conversation is live (background work too, with `background`). */
+  async waitForIdle(id: string, opts: { timeoutMs?: number; background?: boolean } = {}): Promise<void> {
+    checkId(id, "a conversation id");
+    const timeoutMs = opts.timeoutMs ?? 300_000;
+    const scope = conversationScope(id);
+    const deadline = performance.now() + timeoutMs;
+    await this.ratchet.waitForIdle(scope, { timeoutMs });
+    let delay = 5;
+    while (opts.background && (await this.store.conversations.liveInScope(scope)) > 0) {
+      const left = deadline - performance.now();
+      if (left <= 0)
+        throw new TimeoutError(`conversation "${id}" still has background work after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
+      delay = Math.min(delay * 2, 250);
+    }
+    await this.store.conversations.settleEndedRun(id);
+  }
+
+  // ------------------------------------------------------------- internals
+
+  /** @internal The run task a submission or final boundary creates, in the store's form. */
+  async runTask(conversationId: string): Promise<NewTask> {
+    checkId(conversationId, "a conversation id");
+    const { batch } = await this.#prepareWith([{ task: this.run.task, input: { conversationId } }]);
+    return batch[0]!;
+  }
+
+  #prepare(entries: readonly BatchEntry[]): Promise<NewTask[]> {
+    if (!Array.isArray(entries)) throw new ValidationError("tasks must be an array");
+    return this.#prepareWith(entries).then((r) => r.batch);
+  }
+
+  #prepareWith(entries: readonly BatchEntry[]) {
+    return prepareBatch(entries, {
+      now: Date.now(),
+      maxPayloadBytes: this.maxPayloadBytes,
+      resolve: (task) => this.#resolve(task),
+    });
+  }
+
+  #resolve(task: TaskDefinition | string): TaskDefinition {
+    const defs = this.ratchet.definitions();
+    if (typeof task === "string") {
+      const d = defs.find((x) => x.name === task);
+      if (!d) throw new UnknownTaskError(task);
+      return d;
+    }
+    if (!task || typeof task.run !== "function")
+      throw new ValidationError("a task must be a definition or a registered name");
+    if (!defs.includes(task)) this.ratchet.register(task);
+    return task;
+  }
+}

@@ -1,0 +1,32 @@
+/**
+ * `ratchet/agent`: conversations, entries, submissions and the inbox (spec §17), the state an agent
+ * lives in. A run is an application-defined task (`defineRun`); model turns plug into it later.
+ */
+
+export { ConversationBusyError } from "../errors.js";
+export { conversationScope } from "../store/conversations/tasks.js";
+export type {
+  CommitResult,
+  ConversationRecord,
+  DeliveryMode,
+  EntryKind,
+  EntryRecord,
+  FinishResult,
+  SubmissionRecord,
+  SubmissionStatus,
+  WhenBusy,
+} from "../store/conversations/types.js";
+export { ENTRY_KINDS } from "../store/conversations/types.js";
+export { CONVERSATION_LIMITS } from "../store/conversations/validate.js";
+export type {
+  CommitInput,
+  ConversationsOptions,
+  CreateOptions,
+  EntryInput,
+  SubmitOptions,
+} from "./conversations.js";
+export { Conversations } from "./conversations.js";
+export type { RunDefinition, RunInput, RunSpec } from "./run.js";
+export { defineRun, RUN_SEAT_GROUP, RunContext } from "./run.js";
+export type { Settled } from "./submission.js";
+export { Submission } from "./submission.js";

@@ -1,0 +1,162 @@
+/**
+ * A conversation's run (spec §17.5–§17.6): an ordinary task the application defines, wrapped so
+ * that it owns its conversation for the span of one run and reaches it through a `RunContext`.
+ *
+ * Each run is one task with input `{ conversationId }`. It holds a seat of the group
+ * `ratchet.conversation` keyed by the conversation with limit 1, and the store only creates a run
+ * where none is in progress; the seat orders a successor after the run that created it.
+ *
+ * Every write a run makes is fenced by its claim and keyed by the run's task id and a name the
+ * code gives, so a rerun after a crash (which replays the code from the top, spec §4.2) gets the
+ * first result of each commit and boundary back instead of writing it twice.
+ * Invariant: one run per conversation executes at a time, across every process (spec §17.5).
+ */
+import { toStorableJson } from "../core/json.js";
+import { Invocation, type TaskContext } from "../engine/context.js";
+import { defineTask, type TaskDefinition, type TaskSpec } from "../engine/definition.js";
+import { ConfigError, ValidationError } from "../errors.js";
+import type {
+  CommitResult,
+  EntryRecord,
+  FinishResult,
+  SubmissionRecord,
+} from "../store/conversations/types.js";
+import type { Fence } from "../store/store.js";
+import type { CommitInput, Conversations, EntryInput } from "./conversations.js";
+
+/** The seat group every run holds, keyed by conversation (spec §17.5). */
+export const RUN_SEAT_GROUP = "ratchet.conversation";
+
+export interface RunInput {
+  conversationId: string;
+}
+
+export interface RunSpec<O>
+  extends Pick<TaskSpec<RunInput, O>, "name" | "version" | "maxMs" | "retry" | "queue"> {
+  run(run: RunContext, ctx: TaskContext): Promise<O> | O;
+  onAbort?(ctx: TaskContext, input: RunInput): Promise<unknown> | unknown;
+}
+
+export interface RunDefinition<O = unknown> {
+  readonly name: string;
+  /** The task to register with `Ratchet.open({ tasks })`. */
+  readonly task: TaskDefinition<RunInput, O>;
+  /** @internal The Conversations of this process that serves this run (set by `new Conversations`). */
+  bound: Conversations | undefined;
+}
+
+/** Defines a conversation's run: application code driving one run of a conversation. */
+export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
+  if (spec === null || typeof spec !== "object" || typeof spec.run !== "function")
+    throw new ConfigError("defineRun needs an object with a run function");
+  const def: RunDefinition<O> = {
+    name: spec.name,
+    bound: undefined,
+    task: undefined as unknown as TaskDefinition<RunInput, O>,
+  };
+  (def as { task: TaskDefinition<RunInput, O> }).task = defineTask<RunInput, O>({
+    name: spec.name,
+    version: spec.version,
+    maxMs: spec.maxMs,
+    retry: spec.retry,
+    queue: spec.queue,
+    concurrency: { group: RUN_SEAT_GROUP, key: (i) => i.conversationId, limit: 1 },
+    async run(ctx, input) {
+      const conversations = def.bound;
+      if (!conversations)
+        throw new ConfigError(`run "${spec.name}" has no Conversations in this process: create one with it`);
+      const rc = new RunContext(conversations, ctx, input.conversationId);
+      const out = await spec.run(rc, ctx);
+      // A run that returns without answering ends here: its inputs unanswered, follow-ups handed on.
+      if (!rc.finished) await rc.answer(null);
+      return out;
+    },
+    onAbort: spec.onAbort,
+  });
+  return def;
+}
+
+/** The fence of a running task's claim (spec §3.7); only plain task invocations carry one. */
+function fenceOf(ctx: TaskContext): Fence {
+  // Seam: the engine does not expose the fence on TaskContext yet; its invocation object holds it.
+  if (!(ctx instanceof Invocation))
+    throw new ConfigError("a run must be driven by a Ratchet task invocation");
+  return ctx.fence;
+}
+
+/** What a run's code uses to read and write its conversation (spec §17.6). */
+export class RunContext {
+  readonly conversationId: string;
+  readonly taskId: number;
+  readonly #c: Conversations;
+  readonly #ctx: TaskContext;
+  #finished = false;
+
+  constructor(c: Conversations, ctx: TaskContext, conversationId: string) {
+    this.#c = c;
+    this.#ctx = ctx;
+    this.conversationId = conversationId;
+    this.taskId = ctx.taskId;
+  }
+
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  #key(name: string): string {
+    if (typeof name !== "string" || name.length === 0 || name.length > 150)
+      throw new ValidationError("a run's commit or boundary name must be a string of 1–150 characters");
+    return `run:${this.taskId}:${name}`;
+  }
+
+  /** The inputs placed in this run so far (the first, and steers placed at boundaries), in id order. */
+  inputs(): Promise<SubmissionRecord[]> {
+    return this.#c.store.conversations.runInputs(this.taskId);
+  }
+
+  /** What a model sees: the entries from the newest reset or compaction on (spec §17.3). */
+  context(limit = 10_000): Promise<EntryRecord[]> {
+    return this.#c.context(this.conversationId, { limit });
+  }
+
+  /** Commits entries, state and tasks atomically, once per `name` (spec §17.4). */
+  async commit(name: string, c: CommitInput): Promise<CommitResult> {
+    return this.#c.commitAs(this.conversationId, c, this.#key(`commit:${name}`), fenceOf(this.#ctx));
+  }
+
+  /**
+   * A turn boundary (spec §17.6), e.g. after a tool round: queued steers join this run now, their
+   * user entries after everything the run committed. Returns them (none is common).
+   */
+  async boundary(name: string): Promise<SubmissionRecord[]> {
+    return this.#c.store.conversations.turnBoundary({
+      fence: fenceOf(this.#ctx),
+      conversationId: this.conversationId,
+      key: this.#key(`boundary:${name}`),
+      delivery: this.#c.delivery,
+    });
+  }
+
+  /**
+   * Ends the run at its final boundary (spec §17.6): writes the answer (null: none, so the inputs
+   * end `unanswered`, `no_answer`), settles every input placed in the run, and hands queued
+   * follow-ups and steers to the next run, created in the same commit.
+   */
+  async answer(entry: EntryInput | null): Promise<FinishResult> {
+    const r = await this.#c.store.conversations.finishRun({
+      fence: fenceOf(this.#ctx),
+      conversationId: this.conversationId,
+      key: this.#key("final"),
+      delivery: this.#c.delivery,
+      answer: entry === null ? null : this.#c.entryOf(entry),
+      run: await this.#c.runTask(this.conversationId),
+      maxDepth: this.#c.maxDepth,
+    });
+    this.#finished = true;
+    return r;
+  }
+}
+
+export function inputText(value: unknown, maxBytes: number): string {
+  return toStorableJson(value, "the input", maxBytes);
+}
