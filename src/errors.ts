@@ -28,7 +28,9 @@ export type ErrorCode =
   | "RATCHET_CONVERSATION_BUSY"
   | "RATCHET_STREAM_CLOSED"
   | "RATCHET_STREAM_FULL"
-  | "RATCHET_INVALID_PIPELINE";
+  | "RATCHET_INVALID_PIPELINE"
+  /** A malformed `ratchet` command line (the CLI's UsageError, exit code 2); never from the library. */
+  | "RATCHET_USAGE";
 
 export class RatchetError extends Error {
   readonly code: ErrorCode;

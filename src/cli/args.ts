@@ -5,10 +5,16 @@
  */
 import { InvalidArgumentError } from "commander";
 import { OUTCOMES, type Outcome, STATUSES, type Status } from "../core/model.js";
+import { RatchetError } from "../errors.js";
 
-/** A malformed command line: printed with the command's usage, exit code 2. */
-export class UsageError extends Error {
-  override name = "UsageError";
+/**
+ * A malformed command line (`RATCHET_USAGE`): printed as `error [RATCHET_USAGE]: …` with a
+ * one-line hint, exit code 2, like commander's own parsing errors (main.ts).
+ */
+export class UsageError extends RatchetError {
+  constructor(message: string) {
+    super("RATCHET_USAGE", message);
+  }
 }
 
 const UNIT_MS: Record<string, number> = {

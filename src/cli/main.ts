@@ -4,7 +4,9 @@
  *
  * Exit codes: 0 success; 1 a RatchetError (printed as `error [CODE]: message`,
  * never with a stack) or another failure; 2 a malformed command line (unknown
- * command or option, bad value, bad JSON), printed with the usage.
+ * command or option, missing argument, bad value, bad JSON), printed in the same
+ * format with the code RATCHET_USAGE and one hint line (the command's usage and
+ * its --help), never commander's own wording or the whole help (spec §8.11).
  */
 import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -17,6 +19,7 @@ import { registerInspect } from "./commands/inspect.js";
 import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerSteer } from "./commands/steer.js";
+import { registerStream } from "./commands/stream.js";
 import { DEFAULT_STORE } from "./config.js";
 
 export const EXIT_OK = 0;
@@ -36,9 +39,6 @@ export function buildProgram(): Command {
       "JS module whose exports are task definitions (needed by worker, tick, enqueue)",
     )
     .option("--json", "print machine-readable JSON")
-    // Set before the subcommands are added: they inherit both.
-    .exitOverride()
-    .showHelpAfterError()
     .addHelpText(
       "after",
       `
@@ -55,9 +55,25 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerEnqueue(program);
   registerInspect(program);
   registerSteer(program);
+  registerStream(program);
   registerDemo(program);
   registerServe(program);
+  for (const c of everyCommand(program)) {
+    // Commander's parse errors are reported by reportError, in the CLI's one format: silence its
+    // own print, and remember which command failed (its usage goes in the hint).
+    c.configureOutput({ outputError: () => {} });
+    c.exitOverride((err) => {
+      failedCommand.set(err, c);
+      throw err;
+    });
+  }
   return program;
+}
+
+const failedCommand = new WeakMap<CommanderError, Command>();
+
+function everyCommand(c: Command): Command[] {
+  return [c, ...c.commands.flatMap(everyCommand)];
 }
 
 /** "ratchet enqueue [options] <name> <json>" */
@@ -67,17 +83,24 @@ function usageOf(cmd: Command): string {
   return `${names.join(" ")} ${cmd.usage()}`;
 }
 
+/** A usage error: the RatchetError format, then one hint line. */
+function reportUsage(message: string, cmd: Command | undefined): number {
+  process.stderr.write(`error [RATCHET_USAGE]: ${message}\n`);
+  const usage = cmd ? usageOf(cmd) : "ratchet [options] [command]";
+  const name = cmd ? usage.split(" [")[0]!.split(" <")[0] : "ratchet";
+  process.stderr.write(`usage: ${usage} (see \`${name} --help\`)\n`);
+  return EXIT_USAGE;
+}
+
 /** Prints an error the way its kind asks for and returns the exit code. */
 export function reportError(err: unknown, cmd: Command | undefined): number {
   if (err instanceof CommanderError) {
-    // Commander has printed the message (and the help) already; help and --version exit 0.
-    return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
+    // Help and --version (exit 0), and help shown for a missing command, are printed already.
+    if (err.exitCode === 0) return EXIT_OK;
+    if (err.code === "commander.help" || err.code === "commander.helpDisplayed") return EXIT_USAGE;
+    return reportUsage(err.message.replace(/^error: /, ""), failedCommand.get(err) ?? cmd);
   }
-  if (err instanceof UsageError) {
-    process.stderr.write(`error: ${err.message}\n`);
-    if (cmd) process.stderr.write(`usage: ${usageOf(cmd)}\n(see ${usageOf(cmd).split(" [")[0]} --help)\n`);
-    return EXIT_USAGE;
-  }
+  if (err instanceof UsageError) return reportUsage(err.message, cmd);
   if (err instanceof RatchetError) {
     process.stderr.write(`error [${err.code}]: ${err.message}\n`);
     return EXIT_ERROR;

@@ -69,13 +69,41 @@ interface TaskRow {
 }
 
 describe("ratchet CLI", () => {
-  it("exits 2 with the usage on stderr for an unknown command", () => {
+  it("§8.11 an unknown command exits 2 with RATCHET_USAGE and a one-line hint on stderr", () => {
     const c = setup();
     const r = c.run("bogus");
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/unknown command 'bogus'/);
-    expect(r.stderr).toMatch(/Usage: ratchet/);
+    expect(r.stderr).toBe(
+      "error [RATCHET_USAGE]: unknown command 'bogus'\nusage: ratchet [options] [command] (see `ratchet --help`)\n",
+    );
     expect(r.stdout).toBe("");
+  });
+
+  it("§8.11 usage errors, commander's and the CLI's own, print one format: error [RATCHET_USAGE]: …, one hint line, exit 2", () => {
+    const c = setup();
+    const cases: [string[], RegExp, string][] = [
+      [["ls", "--bogus"], /unknown option '--bogus'/, "ratchet ls"],
+      [["show"], /missing required argument 'id'/, "ratchet show"],
+      [["worker", "--prefetch", "many", "--tasks", "tasks.mjs"], /--prefetch/, "ratchet worker"],
+      [["ls", "--status", "nope"], /--status must be one of/, "ratchet ls"],
+      [["enqueue", "hello", "{bad", "--tasks", "tasks.mjs"], /not valid JSON/, "ratchet enqueue"],
+      [["show", "1", "2"], /too many arguments/, "ratchet show"],
+    ];
+    for (const [args, message, cmd] of cases) {
+      const r = c.run(...args);
+      const lines = r.stderr.split("\n");
+      expect({ args, status: r.status, lines: lines.length }).toEqual({ args, status: 2, lines: 3 });
+      expect(lines[0]).toMatch(/^error \[RATCHET_USAGE\]: /);
+      expect(lines[0]).toMatch(message);
+      expect(lines[1]).toMatch(new RegExp(`^usage: ${cmd} .*\\(see \`${cmd} --help\`\\)$`));
+      expect(r.stderr).not.toMatch(/Options:|Usage:/); // never the whole help
+      expect(r.stdout).toBe("");
+    }
+    expect(fs.existsSync(c.db)).toBe(false);
+    // Asking for help is not an error.
+    const help = c.run("ls", "--help");
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/Usage: ratchet ls/);
   });
 
   it("rejects malformed JSON with exit 2 and writes nothing", () => {
