@@ -24,6 +24,7 @@
 import type { Clock } from "../core/clock.js";
 import type { Store } from "../store/store.js";
 import { registerClaimTests } from "./conformance/claims.js";
+import { registerConversationTests } from "./conformance/conversations.js";
 import { registerEnqueueTests } from "./conformance/enqueue.js";
 import { registerGraphTests } from "./conformance/graph.js";
 import { makeDefine } from "./conformance/kit.js";
@@ -85,6 +86,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerGraphTests(define);
     registerReadTests(define);
     registerObservabilityTests(define);
+    registerConversationTests(define);
     registerStreamTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
