@@ -5,6 +5,7 @@
  */
 import { OUTCOMES, STATUSES } from "../core/model.js";
 import { HTTP_STATUS } from "./errors.js";
+import { MAX_HTTP_TICK_CONCURRENCY, MAX_HTTP_TICK_MS } from "./routes/operations.js";
 import { DEFAULT_PAGE, MAX_ERROR_SCAN, MAX_PAGE } from "./routes/tasks.js";
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -328,6 +329,39 @@ export const OPENAPI = {
       get: {
         summary: "Schedules with their next and last tick",
         responses: { ...ok("{ schedules }", anyObject), ...errors(401, 403) },
+      },
+    },
+    "/api/tick": {
+      post: {
+        summary:
+          "Run what fits in budgetMs with this server's task definitions, then answer with the tick's report (spec §8.3, §8.12): the HTTP driver for cron and serverless platforms",
+        requestBody: body({
+          type: "object",
+          additionalProperties: false,
+          required: ["budgetMs"],
+          properties: {
+            budgetMs: {
+              type: "integer",
+              minimum: 0,
+              maximum: MAX_HTTP_TICK_MS,
+              description: "Time to spend; keep it under the platform's kill limit.",
+            },
+            concurrency: { type: "integer", minimum: 1, maximum: MAX_HTTP_TICK_CONCURRENCY, default: 6 },
+          },
+        }),
+        responses: {
+          ...ok("The tick report", {
+            type: "object",
+            required: ["ran", "done", "failed", "retried", "skipped", "ms", "budgetLeft"],
+            properties: Object.fromEntries(
+              ["ran", "done", "failed", "retried", "skipped", "ms", "budgetLeft"].map((k) => [
+                k,
+                { type: "integer" },
+              ]),
+            ),
+          }),
+          ...errors(400, 401, 403, 413, 415, 503),
+        },
       },
     },
     "/api/concurrency": {

@@ -1,12 +1,27 @@
 /**
  * Routes beyond single tasks: jobs, queue stats, live-task inspection,
- * scopes, signals, schedules and run-time concurrency limits. Each calls the
- * public Ratchet method of the same name.
+ * scopes, signals, schedules, run-time concurrency limits and the tick
+ * driver. Each calls the public Ratchet method of the same name.
  */
 import type { Hono } from "hono";
 import type { Ratchet } from "../../engine/ratchet.js";
 import { ValidationError } from "../../errors.js";
 import { onlyKeys, parseIntParam, readObject } from "../params.js";
+
+/**
+ * Bounds of POST /api/tick. 15 minutes is the longest kill limit of the common serverless
+ * platforms; a request that asks for more is a mistake, not a longer drain.
+ */
+export const MAX_HTTP_TICK_MS = 900_000;
+export const MAX_HTTP_TICK_CONCURRENCY = 1_000;
+
+function boundedInt(v: unknown, what: string, min: number, max: number): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max)
+    throw new ValidationError(
+      `tick: ${what} must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`,
+    );
+  return v;
+}
 
 export function registerOperationRoutes(app: Hono, ratchet: Ratchet): void {
   app.get("/api/jobs/:job", async (c) => c.json(await ratchet.jobStatus(c.req.param("job"))));
@@ -34,6 +49,21 @@ export function registerOperationRoutes(app: Hono, ratchet: Ratchet): void {
   });
 
   app.get("/api/schedules", async (c) => c.json({ schedules: await ratchet.schedules() }));
+
+  // spec §8.3, §8.12: the HTTP driver. Runs this server's registered definitions (never code from
+  // the request) for at most budgetMs, beside any other driver on the store (§8.5), and answers
+  // with the tick's report.
+  app.post("/api/tick", async (c) => {
+    const body = await readObject(c.req);
+    onlyKeys(body, ["budgetMs", "concurrency"], "tick");
+    if (!("budgetMs" in body)) throw new ValidationError("tick: budgetMs is required");
+    const budgetMs = boundedInt(body.budgetMs, "budgetMs", 0, MAX_HTTP_TICK_MS);
+    const concurrency =
+      body.concurrency === undefined
+        ? undefined
+        : boundedInt(body.concurrency, "concurrency", 1, MAX_HTTP_TICK_CONCURRENCY);
+    return c.json(await ratchet.tick(concurrency === undefined ? { budgetMs } : { budgetMs, concurrency }));
+  });
 
   app.get("/api/concurrency", async (c) => c.json(await ratchet.concurrencyLimits()));
 
