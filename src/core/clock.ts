@@ -1,7 +1,7 @@
 /**
  * Time and randomness are dependencies. spec §11.1.
  * The production clock reads Date.now and cannot be moved; tests use
- * `FakeClock` from `ratchet/testing`.
+ * `FakeClock` from `@ratchet-engine/ratchet/testing`.
  */
 export interface Clock {
   /** Milliseconds since the epoch. */

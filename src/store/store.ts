@@ -1,7 +1,7 @@
 /**
  * The Store contract: every operation Ratchet performs on storage, in one
  * place. Backends (sqlite/, later postgres/) implement it and pass the same
- * conformance suite (`ratchet/testing`).
+ * conformance suite (`@ratchet-engine/ratchet/testing`).
  *
  * Rules for implementers:
  * - Each method is one atomic transaction; on error nothing is changed and a

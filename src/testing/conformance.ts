@@ -7,7 +7,7 @@
  *
  * ```ts
  * import { afterAll, describe, expect, it } from "vitest";
- * import { registerStoreConformance } from "ratchet/testing";
+ * import { registerStoreConformance } from "@ratchet-engine/ratchet/testing";
  * registerStoreConformance({
  *   name: "my store",
  *   open: async (clock) => new MyStore({ clock }),
