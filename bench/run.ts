@@ -24,6 +24,7 @@ import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/i
 import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import { pgProblem, runPg } from "./pg.js";
 import { fmt, median, n, progress } from "./stats.js";
+import { renderStreamFigures, runStreamBench } from "./streams.js";
 
 // ------------------------------------------------------------------ options
 
@@ -490,10 +491,26 @@ async function main(): Promise<void> {
     progress(
       `PostgreSQL figures not run: no server at ${PG_URL} (${problem}); pass --pg to make this an error`,
     );
+    if (!args["pg-only"]) await runStreams(["sqlite"]);
     return;
   }
   if (!args["pg-only"]) process.stdout.write("\n");
   await runPg({ url: PG_URL, quick: QUICK, runs: RUNS, root: packageRoot() });
+  await runStreams(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+}
+
+/** The durable output stream figures (bench/streams.ts), after the rest. */
+async function runStreams(stores: ("sqlite" | "pg")[]): Promise<void> {
+  const figs = await runStreamBench({ stores, pgUrl: PG_URL, seconds: QUICK ? 1 : 3, runs: RUNS });
+  process.stdout.write(`\nDurable output streams (spec §16)\n\n${renderStreamFigures(figs)}\n`);
+  const out = join(
+    packageRoot(),
+    "bench",
+    "results",
+    QUICK ? "latest-streams-quick.json" : "latest-streams.json",
+  );
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
 }
 
 await main();

@@ -20,7 +20,7 @@ const T = "{s}.ratchet_tasks";
 /** Streams one task may have (spec §16.6). */
 export const MAX_STREAMS_PER_TASK = 64;
 /** Segments one read returns at most: a reader pages on with the next offset. */
-export const MAX_READ_SEGMENTS = 200;
+export const MAX_READ_SEGMENTS = 32;
 
 /** One writer's batch: chunks (JSON texts) to add at offset `expect`, and whether this closes the stream. */
 export interface StreamAppend {
