@@ -42,7 +42,7 @@ forEachBackend(() => {
 
     const res = await s.call("/api/tick", { json: { budgetMs: 60_000, concurrency: 2 } });
     expect(res.status).toBe(200);
-    const report = await res.json();
+    const report = (await res.json()) as Record<string, unknown>;
     expect(report).toMatchObject({ ran: 3, done: 3, failed: 0, retried: 0, skipped: 0 });
     expect(Object.keys(report).sort()).toEqual([
       "budgetLeft",
