@@ -13,6 +13,7 @@ import { taskHref } from "../router.js";
 import type { Explanation, TaskDetails, TaskRecord, Tree } from "../types.js";
 import { Actions } from "./Actions.js";
 import { StateBadge } from "./StateBadge.js";
+import { Streams } from "./Streams.js";
 import { Retries, Stack, Steps, Timeline } from "./Timeline.js";
 import { TreeView, treeIds } from "./TreeView.js";
 
@@ -165,6 +166,8 @@ export function TaskDetail({ id }: { id: number }) {
           <Timeline details={details} />
         </section>
       </div>
+      <h3>Output streams</h3>
+      <Streams taskId={t.id} live={t.status !== "terminal"} />
       <h3>Steps</h3>
       <Steps details={details} />
       <h3>Retries</h3>
