@@ -23,7 +23,7 @@ import type {
 } from "../store/conversations/types.js";
 import { CONVERSATION_LIMITS, checkId, checkKind, checkTitle } from "../store/conversations/validate.js";
 import type { Fence, NewTask, Store, TaskId } from "../store/store.js";
-import { inputText, type RunDefinition } from "./run.js";
+import { inputText, type RunDefinition, runsAmong } from "./run.js";
 import { Submission } from "./submission.js";
 
 export interface ConversationsOptions {
@@ -88,6 +88,27 @@ export class Conversations {
     this.maxDepth = opts.maxDepth ?? 1_000_000;
     if (!ratchet.definitions().includes(opts.run.task)) ratchet.register(opts.run.task);
     opts.run.bound = this;
+  }
+
+  /**
+   * The Conversations of the run registered with `ratchet` (by `defineRun`): the one named `run`,
+   * or the only one. For hosts that load definitions from a module (the CLI, the server).
+   */
+  static of(
+    ratchet: Ratchet,
+    opts: Omit<ConversationsOptions, "run"> & { run?: string } = {},
+  ): Conversations {
+    const runs = runsAmong(ratchet.definitions());
+    const run = opts.run === undefined ? runs : runs.filter((r) => r.name === opts.run);
+    if (run.length !== 1) {
+      const names = runs.map((r) => r.name).join(", ") || "none";
+      throw new ConfigError(
+        opts.run === undefined
+          ? `a conversation needs exactly one run definition (defineRun) among the tasks loaded; found ${names}`
+          : `no run definition "${opts.run}" among the tasks loaded (runs: ${names})`,
+      );
+    }
+    return new Conversations(ratchet, { ...opts, run: run[0]! });
   }
 
   // ------------------------------------------------------------ conversations

@@ -27,6 +27,6 @@ export type {
 } from "./conversations.js";
 export { Conversations } from "./conversations.js";
 export type { RunDefinition, RunInput, RunSpec } from "./run.js";
-export { defineRun, RUN_SEAT_GROUP, RunContext } from "./run.js";
+export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export type { Settled } from "./submission.js";
 export { Submission } from "./submission.js";

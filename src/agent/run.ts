@@ -45,6 +45,18 @@ export interface RunDefinition<O = unknown> {
   bound: Conversations | undefined;
 }
 
+/**
+ * The runs defined in this process, by their task's `run` function (a host that loads definitions
+ * may pass them through defineTask again, which keeps the function and makes a new object), so a
+ * CLI or server finds the run among the definitions it loaded.
+ */
+const RUNS = new WeakMap<TaskDefinition["run"], RunDefinition>();
+
+/** The run definitions among `defs` (e.g. `ratchet.definitions()`), in their order. */
+export function runsAmong(defs: readonly TaskDefinition[]): RunDefinition[] {
+  return defs.map((d) => RUNS.get(d.run)).filter((r) => r !== undefined);
+}
+
 /** Defines a conversation's run: application code driving one run of a conversation. */
 export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
   if (spec === null || typeof spec !== "object" || typeof spec.run !== "function")
@@ -73,6 +85,7 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
     },
     onAbort: spec.onAbort,
   });
+  RUNS.set(def.task.run, def as RunDefinition);
   return def;
 }
 

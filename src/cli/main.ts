@@ -13,6 +13,7 @@ import { pathToFileURL } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RatchetError } from "../errors.js";
 import { UsageError } from "./args.js";
+import { registerConversations } from "./commands/conversations.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerEnqueue } from "./commands/enqueue.js";
 import { registerInspect } from "./commands/inspect.js";
@@ -56,6 +57,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerInspect(program);
   registerSteer(program);
   registerStream(program);
+  registerConversations(program);
   registerDemo(program);
   registerServe(program);
   for (const c of everyCommand(program)) {

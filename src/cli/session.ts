@@ -6,6 +6,8 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Command } from "commander";
+import { Conversations } from "../agent/conversations.js";
+import { runsAmong } from "../agent/run.js";
 import { type Logger, silentLogger } from "../engine/options.js";
 import { Ratchet } from "../engine/ratchet.js";
 import { ConfigError } from "../errors.js";
@@ -57,6 +59,8 @@ export async function withSession<T>(
     );
   }
   const ratchet = await Ratchet.open({ store, tasks, logger: opts.logger ?? silentLogger });
+  // A conversation's run (spec §17) reaches its conversation through the Conversations of its process.
+  for (const run of runsAmong(tasks)) new Conversations(ratchet, { run });
   try {
     return await fn({ ratchet, store, json: flags.json === true });
   } finally {

@@ -1,0 +1,163 @@
+/**
+ * Conversation commands (spec §17.11): `ratchet conversations`, `ratchet conversation ID`,
+ * `ratchet send ID TEXT` and `ratchet watch ID`. Reads need no definitions; `send` loads them
+ * (--tasks or ratchet.config.js) to find the run (`defineRun`) it starts, by `--run` or the only one.
+ */
+import type { Command } from "commander";
+import { Conversations } from "../../agent/conversations.js";
+import type { EntryRecord } from "../../store/conversations/types.js";
+import { option, parseDuration, parseInteger, UsageError } from "../args.js";
+import { iso, print, printJson, short, table } from "../format.js";
+import { nextSignal, type Session, withSession } from "../session.js";
+
+const WHEN_BUSY = ["follow-up", "steer", "reject"] as const;
+const seqOption = option((t) => parseInteger(t, "--from", 0, Number.MAX_SAFE_INTEGER));
+const limitOption = option((t) => parseInteger(t, "--limit", 1, 1_000));
+
+/** One transcript line: `#seq kind[:name]  data  (task N)`. */
+export function entryLine(e: EntryRecord): string {
+  const kind = e.kind === "custom" ? `custom:${e.name}` : e.kind;
+  const by = e.taskId === null ? "" : `  (task ${e.taskId})`;
+  return `#${e.seq} ${kind}  ${short(e.data, 200)}${by}`;
+}
+
+/** Conversations over the session's store: reads need no run, so none is looked up for them. */
+function reader(s: Session) {
+  return s.ratchet.store.conversations;
+}
+
+export function registerConversations(program: Command): void {
+  program
+    .command("conversations")
+    .description("list conversations (id order; --after ID pages on)")
+    .option("--after <id>", "only conversations whose id sorts after this one")
+    .option("--limit <n>", "at most this many (default 100, up to 1000)", limitOption)
+    .action(async (o: { after?: string; limit?: number }, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const list = await reader(s).listConversations({ after: o.after, limit: o.limit ?? 100 });
+        if (s.json) return printJson(list);
+        print(
+          table(
+            ["ID", "ENTRIES", "RUN", "UPDATED", "TITLE"],
+            list.map((c) => [
+              c.id,
+              String(c.length),
+              c.runTaskId === null ? "-" : String(c.runTaskId),
+              iso(c.updatedAt),
+              c.title ?? "",
+            ]),
+          ),
+        );
+      });
+    });
+
+  program
+    .command("conversation")
+    .description("print a conversation's transcript and inbox")
+    .argument("<id>", "conversation id")
+    .option("--from <seq>", "first entry to print (default 0)", seqOption)
+    .option("--limit <n>", "at most this many entries (default 1000)", limitOption)
+    .action(async (id: string, o: { from?: number; limit?: number }, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const ops = reader(s);
+        const conversation = await ops.getConversation(id);
+        if (!conversation) throw new UsageError(`there is no conversation "${id}"`);
+        const entries = await ops.entries(id, { from: o.from ?? 0, limit: o.limit ?? 1_000 });
+        const inbox = await ops.inbox(id, 1_000);
+        if (s.json) return printJson({ conversation, entries, inbox });
+        for (const e of entries) print(entryLine(e));
+        for (const q of inbox) print(`queued ${q.mode} #${q.id}  ${short(q.input, 200)}`);
+        if (conversation.runTaskId !== null) print(`run in progress: task ${conversation.runTaskId}`);
+      });
+    });
+
+  program
+    .command("send")
+    .description("submit input to a conversation (created when missing); the run starts or the input queues")
+    .argument("<id>", "conversation id")
+    .argument("<text>", "the input text (the user entry's data is { text })")
+    .option("--request-id <r>", "idempotency key: sending it again returns the first submission")
+    .option("--when-busy <mode>", "follow-up (default), steer or reject", (t: string) => {
+      if (!(WHEN_BUSY as readonly string[]).includes(t))
+        throw new UsageError(`--when-busy must be one of ${WHEN_BUSY.join(", ")}`);
+      return t as (typeof WHEN_BUSY)[number];
+    })
+    .option("--run <name>", "the run definition to start (default: the only one loaded)")
+    .option("--wait <duration>", "wait this long for the answer, e.g. 30s", option(parseDuration))
+    .action(
+      async (
+        id: string,
+        text: string,
+        o: { requestId?: string; whenBusy?: (typeof WHEN_BUSY)[number]; run?: string; wait?: number },
+        cmd: Command,
+      ) => {
+        await withSession(cmd, { definitions: true, requireDefinitions: true }, async (s) => {
+          const c = Conversations.of(s.ratchet, { run: o.run });
+          await c.create(id);
+          const sub = await c.submit(id, { text }, { requestId: o.requestId, whenBusy: o.whenBusy });
+          const settled = o.wait === undefined ? undefined : await sub.wait({ timeoutMs: o.wait });
+          if (s.json)
+            return printJson({ submission: settled?.submission ?? sub.record, created: sub.created });
+          const state = settled
+            ? settled.status === "done"
+              ? `done at #${settled.answerSeq}`
+              : `unanswered (${settled.reason})`
+            : sub.record.status;
+          print(`submission ${sub.id} ${sub.created ? "" : "(repeated request) "}${state}`);
+        });
+      },
+    );
+
+  program
+    .command("watch")
+    .description("print a conversation's entries as they are committed, until it is idle")
+    .argument("<id>", "conversation id")
+    .option("--from <seq>", "first entry to print (default 0)", seqOption)
+    .option("--timeout <duration>", "give up after this long (default 10m)", option(parseDuration))
+    .action(async (id: string, o: { from?: number; timeout?: number }, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const stop = new AbortController();
+        void nextSignal().then(() => stop.abort());
+        for await (const e of watchEntries(s, id, {
+          from: o.from ?? 0,
+          timeoutMs: o.timeout ?? 600_000,
+          signal: stop.signal,
+        }))
+          print(s.json ? JSON.stringify(e) : entryLine(e));
+      });
+    });
+}
+
+/**
+ * The conversation's entries from `from`, then the ones committed later, until the conversation is
+ * idle (no run, empty inbox), `signal` aborts or `timeoutMs` pass.
+ * Seam: the run's live output streams (spec §16) are to be interleaved here, by the run's task id.
+ */
+async function* watchEntries(
+  s: Session,
+  id: string,
+  o: { from: number; timeoutMs: number; signal: AbortSignal },
+): AsyncGenerator<EntryRecord> {
+  const ops = reader(s);
+  const deadline = Date.now() + o.timeoutMs;
+  let next = o.from;
+  let delay = 20;
+  while (!o.signal.aborted && Date.now() < deadline) {
+    const page = await ops.entries(id, { from: next, limit: 1_000 });
+    for (const e of page) yield e;
+    if (page.length > 0) {
+      next = page[page.length - 1]!.seq + 1;
+      delay = 20;
+      continue;
+    }
+    const c = await ops.getConversation(id);
+    if (!c) throw new UsageError(`there is no conversation "${id}"`);
+    if (c.runTaskId === null && (await ops.inbox(id, 1)).length === 0) {
+      // Idle now; what the last run committed before it went idle may have landed after the page.
+      yield* await ops.entries(id, { from: next, limit: 1_000 });
+      return;
+    }
+    await new Promise((r) => setTimeout(r, delay));
+    delay = Math.min(delay * 2, 250);
+  }
+}
