@@ -4,14 +4,16 @@ import { describe, expect, it } from "vitest";
 import type { TaskContext } from "../../src/engine/context.js";
 import type { StreamWriter } from "../../src/engine/stream.js";
 import type { StreamChunk } from "../../src/engine/stream-reader.js";
-import { defineTask, type Ratchet } from "../../src/index.js";
+import { defineTask, type Ratchet, type RatchetError } from "../../src/index.js";
 import type { StreamAppend } from "../../src/store/streams/ops.js";
 import { overriding } from "../store-override.js";
 import {
+  claimReq,
   createStore,
   deferred,
   drain,
   expectCode,
+  FakeClock,
   forEachBackend,
   openRatchet,
   until,
@@ -277,6 +279,48 @@ forEachBackend(() => {
       await untilStatus(r, id, "terminal");
       await expectCode(() => kept!.write("too late"), "RATCHET_LEASE_LOST");
       expect((await committed(r, id)).map((c) => c.data)).toEqual(["in time"]);
+    });
+
+    it("§16.3 after another worker takes the task over, the old holder's buffered chunks change nothing and its writer fails", async () => {
+      const clock = new FakeClock();
+      let r!: Ratchet;
+      const seen: { flush?: string; write?: string; aborted?: boolean } = {};
+      const t = defineTask({
+        name: "victim",
+        maxMs: 1_000,
+        async run(ctx: TaskContext) {
+          const out = await ctx.stream("out");
+          out.write("before");
+          await out.flush();
+          out.write("after the takeover");
+          clock.advance(1_000 + 10_000);
+          const [stolen] = await r.store.claim(claimReq({ workerId: "thief", names: ["victim"] }));
+          await r.store.appendStreams([
+            {
+              fence: { taskId: stolen!.id, token: stolen!.epoch, claimedAt: stolen!.claimedAt },
+              name: "out",
+              expect: 1,
+              chunks: ['"thief"'],
+              bytes: 7,
+              close: false,
+              maxBytes: 1_000,
+            },
+          ]);
+          await out.flush().catch((e: RatchetError) => (seen.flush = e.code));
+          try {
+            out.write("never");
+          } catch (e) {
+            seen.write = (e as RatchetError).code;
+          }
+          seen.aborted = ctx.signal.aborted;
+          return null;
+        },
+      });
+      r = await openRatchet([t], { clock, streamIntervalMs: 60_000 });
+      const id = await r.enqueue(t);
+      await r.tick({ budgetMs: 3_600_000, concurrency: 1 });
+      expect(seen).toEqual({ flush: "RATCHET_LEASE_LOST", write: "RATCHET_LEASE_LOST", aborted: true });
+      expect((await committed(r, id)).map((c) => c.data)).toEqual(["before", "thief"]);
     });
 
     it("§16.5 bad arguments are refused before anything is read; an unknown task is RATCHET_NOT_FOUND", async () => {
