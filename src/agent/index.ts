@@ -30,3 +30,4 @@ export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export type { Settled } from "./submission.js";
 export { Submission } from "./submission.js";
+export { type WatchOptions, watchEntries } from "./watch.js";

@@ -5,6 +5,7 @@
  */
 import { OUTCOMES, STATUSES } from "../core/model.js";
 import { HTTP_STATUS } from "./errors.js";
+import { CONVERSATION_PATHS } from "./openapi-conversations.js";
 import { MAX_HTTP_TICK_CONCURRENCY, MAX_HTTP_TICK_MS } from "./routes/operations.js";
 import { DEFAULT_PAGE, MAX_ERROR_SCAN, MAX_PAGE } from "./routes/tasks.js";
 
@@ -116,6 +117,7 @@ export const OPENAPI = {
     ),
   },
   paths: {
+    ...CONVERSATION_PATHS,
     "/api/tasks": {
       get: {
         summary: "List tasks, newest first, one page at a time",

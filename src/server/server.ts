@@ -25,6 +25,7 @@ import { defaultDashboardDir, registerDashboard } from "./dashboard.js";
 import { HttpError, toErrorResponse } from "./errors.js";
 import { EndingsRecorder, renderMetrics } from "./metrics.js";
 import { OPENAPI } from "./openapi.js";
+import { registerConversationRoutes } from "./routes/conversations.js";
 import { registerOperationRoutes } from "./routes/operations.js";
 import { registerStreamRoutes } from "./routes/streams.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -125,6 +126,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
   const streams = new Set<() => void>();
   registerStream(app, ratchet, { intervalMs, maxStreams, maxWatch: 100, log }, streams);
   registerStreamRoutes(app, ratchet, { maxStreams, log }, streams);
+  registerConversationRoutes(app, ratchet, { maxStreams, log }, streams);
   const recorder = new EndingsRecorder();
   app.get("/metrics", async (c) => {
     const text = await renderMetrics(ratchet, recorder);

@@ -5,6 +5,7 @@
  */
 import type { Command } from "commander";
 import { Conversations } from "../../agent/conversations.js";
+import { watchEntries } from "../../agent/watch.js";
 import type { EntryRecord } from "../../store/conversations/types.js";
 import { option, parseDuration, parseInteger, UsageError } from "../args.js";
 import { iso, print, printJson, short, table } from "../format.js";
@@ -118,7 +119,8 @@ export function registerConversations(program: Command): void {
       await withSession(cmd, { mustExist: true }, async (s) => {
         const stop = new AbortController();
         void nextSignal().then(() => stop.abort());
-        for await (const e of watchEntries(s, id, {
+        // Seam: the run's live stream output (spec §16) joins here, through watchEntries.
+        for await (const e of watchEntries(reader(s), id, {
           from: o.from ?? 0,
           timeoutMs: o.timeout ?? 600_000,
           signal: stop.signal,
@@ -126,38 +128,4 @@ export function registerConversations(program: Command): void {
           print(s.json ? JSON.stringify(e) : entryLine(e));
       });
     });
-}
-
-/**
- * The conversation's entries from `from`, then the ones committed later, until the conversation is
- * idle (no run, empty inbox), `signal` aborts or `timeoutMs` pass.
- * Seam: the run's live output streams (spec §16) are to be interleaved here, by the run's task id.
- */
-async function* watchEntries(
-  s: Session,
-  id: string,
-  o: { from: number; timeoutMs: number; signal: AbortSignal },
-): AsyncGenerator<EntryRecord> {
-  const ops = reader(s);
-  const deadline = Date.now() + o.timeoutMs;
-  let next = o.from;
-  let delay = 20;
-  while (!o.signal.aborted && Date.now() < deadline) {
-    const page = await ops.entries(id, { from: next, limit: 1_000 });
-    for (const e of page) yield e;
-    if (page.length > 0) {
-      next = page[page.length - 1]!.seq + 1;
-      delay = 20;
-      continue;
-    }
-    const c = await ops.getConversation(id);
-    if (!c) throw new UsageError(`there is no conversation "${id}"`);
-    if (c.runTaskId === null && (await ops.inbox(id, 1)).length === 0) {
-      // Idle now; what the last run committed before it went idle may have landed after the page.
-      yield* await ops.entries(id, { from: next, limit: 1_000 });
-      return;
-    }
-    await new Promise((r) => setTimeout(r, delay));
-    delay = Math.min(delay * 2, 250);
-  }
 }

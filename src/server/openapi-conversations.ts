@@ -1,0 +1,135 @@
+/** The OpenAPI description of the conversation routes (routes/conversations.ts, spec §17.11). */
+const json = (schema: object) => ({ content: { "application/json": { schema } } });
+const ok = (description: string, status = "200") => ({
+  [status]: { description, ...json({ type: "object", additionalProperties: true }) },
+});
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }]));
+const query = (name: string, schema: object, description: string) => ({
+  name,
+  in: "query",
+  schema,
+  description,
+});
+const convParam = {
+  name: "id",
+  in: "path",
+  required: true,
+  description: "Conversation id: 1–200 printable ASCII characters without spaces",
+  schema: { type: "string", minLength: 1, maxLength: 200 },
+};
+const intParam = { name: "id", in: "path", required: true, schema: { type: "integer", minimum: 1 } };
+const seq = (name: string, description: string) => query(name, { type: "integer", minimum: 0 }, description);
+const limit = (def: number, max: number) =>
+  query("limit", { type: "integer", minimum: 1, maximum: max, default: def }, "Most items to return.");
+const eventStream = {
+  "200": { description: "An event stream", content: { "text/event-stream": { schema: { type: "string" } } } },
+};
+
+export const CONVERSATION_PATHS = {
+  "/api/conversations": {
+    get: {
+      summary: "Conversations in id order; `next` is the `after` of the next page (spec §17.2)",
+      parameters: [
+        query("after", { type: "string" }, "Only conversations whose id sorts after this."),
+        query(
+          "busy",
+          { type: "string", enum: ["true", "false"] },
+          "Only those with (without) a run in progress.",
+        ),
+        limit(100, 1_000),
+      ],
+      responses: { ...ok("{ conversations, next }"), ...errors(400, 401, 403) },
+    },
+  },
+  "/api/conversations/{id}": {
+    get: {
+      summary: "A conversation with its inbox (queued submissions) and state",
+      parameters: [convParam],
+      responses: { ...ok("{ conversation, inbox, state }"), ...errors(400, 401, 403, 404) },
+    },
+  },
+  "/api/conversations/{id}/entries": {
+    get: {
+      summary: "Entries [from, to) in seq order",
+      parameters: [
+        convParam,
+        seq("from", "First seq (default 0)."),
+        seq("to", "End seq, exclusive."),
+        limit(1_000, 10_000),
+      ],
+      responses: { ...ok("{ entries }"), ...errors(400, 401, 403) },
+    },
+  },
+  "/api/conversations/{id}/events": {
+    get: {
+      summary:
+        "Server-Sent Events: `entry` per entry (event id = seq), then `idle` ({ next }) once no run is in progress and the inbox is empty; `Last-Event-ID` resumes after that seq",
+      parameters: [
+        convParam,
+        seq("from", "First seq (default 0; Last-Event-ID wins)."),
+        query(
+          "follow",
+          { type: "string", enum: ["true", "false"] },
+          "false: end after the committed entries.",
+        ),
+      ],
+      responses: { ...eventStream, ...errors(400, 401, 403, 404, 503) },
+    },
+  },
+  "/api/conversations/{id}/submissions": {
+    post: {
+      summary:
+        "Submit input (spec §17.5): placed with a new run when idle, else queued (follow-up, steer) or refused (reject: 409 RATCHET_CONVERSATION_BUSY); the conversation is created when missing",
+      parameters: [convParam],
+      requestBody: {
+        required: true,
+        ...json({
+          type: "object",
+          required: ["input"],
+          properties: {
+            input: { description: "Any JSON value: the user entry's data" },
+            requestId: { type: "string", description: "Idempotency key per conversation" },
+            whenBusy: { enum: ["follow-up", "steer", "reject"] },
+          },
+        }),
+      },
+      responses: {
+        ...ok("{ submission, created: true }", "201"),
+        ...ok("{ submission, created: false }: the requestId's first submission"),
+        ...errors(400, 401, 403, 404, 409, 413, 415),
+      },
+    },
+  },
+  "/api/conversations/{id}/abort": {
+    post: {
+      summary: "Withdraw queued inputs, abort the run's task tree, answer once idle (spec §17.8)",
+      parameters: [convParam],
+      requestBody: {
+        required: false,
+        ...json({
+          type: "object",
+          properties: {
+            background: { type: "boolean" },
+            timeoutMs: { type: "integer", minimum: 0, maximum: 120_000 },
+          },
+        }),
+      },
+      responses: { ...ok("{ withdrawn, marked }"), ...errors(400, 401, 403, 404, 415) },
+    },
+  },
+  "/api/submissions/{id}": {
+    get: {
+      summary: "One submission: queued, placed, done (answerSeq) or unanswered (reason)",
+      parameters: [intParam],
+      responses: { ...ok("{ submission }"), ...errors(400, 401, 403, 404) },
+    },
+  },
+  "/api/tasks/{id}/entries": {
+    get: {
+      summary: "The conversation entries a task wrote",
+      parameters: [intParam, limit(1_000, 10_000)],
+      responses: { ...ok("{ entries }"), ...errors(400, 401, 403) },
+    },
+  },
+};
