@@ -29,6 +29,15 @@ export type ErrorCode =
   | "RATCHET_STREAM_CLOSED"
   | "RATCHET_STREAM_FULL"
   | "RATCHET_INVALID_PIPELINE"
+  /** A model provider refused or failed a request (spec §18.2); `retryable` says whether another try may work. */
+  | "RATCHET_MODEL_RATE_LIMITED"
+  | "RATCHET_MODEL_UNAVAILABLE"
+  | "RATCHET_MODEL_TIMEOUT"
+  | "RATCHET_MODEL_CONNECTION"
+  | "RATCHET_MODEL_PROTOCOL"
+  | "RATCHET_MODEL_REJECTED"
+  /** Every route of a router failed or was open (spec §18.5). */
+  | "RATCHET_NO_ROUTE"
   /** A malformed `ratchet` command line (the CLI's UsageError, exit code 2); never from the library. */
   | "RATCHET_USAGE";
 
@@ -226,5 +235,50 @@ export class StreamFullError extends RatchetError {
     detail: string,
   ) {
     super("RATCHET_STREAM_FULL", `stream "${stream}" of task ${taskId}: ${detail}`);
+  }
+}
+
+/** What went wrong with a model request (spec §18.2), one code each. */
+export type ModelErrorCode =
+  | "RATCHET_MODEL_RATE_LIMITED"
+  | "RATCHET_MODEL_UNAVAILABLE"
+  | "RATCHET_MODEL_TIMEOUT"
+  | "RATCHET_MODEL_CONNECTION"
+  | "RATCHET_MODEL_PROTOCOL"
+  | "RATCHET_MODEL_REJECTED";
+
+/**
+ * A model request failed (spec §18.2). RATE_LIMITED (429, with `retryAfterMs` when the provider
+ * said), UNAVAILABLE (5xx, overload), TIMEOUT (idle or overall), CONNECTION and PROTOCOL (a
+ * malformed or cut stream) are retryable; REJECTED (any other 4xx) is not: a retry cannot fix it.
+ * Invariant: `retryable` is a function of `code` alone (spec §18.2).
+ */
+export class ModelError extends RatchetError {
+  declare readonly code: ModelErrorCode;
+  readonly retryable: boolean;
+  constructor(
+    code: ModelErrorCode,
+    message: string,
+    readonly detail: { status?: number | null; retryAfterMs?: number | null; provider?: string; cause?: unknown } = {},
+  ) {
+    super(code, message, { cause: detail.cause });
+    this.retryable = code !== "RATCHET_MODEL_REJECTED";
+  }
+  get status(): number | null {
+    return this.detail.status ?? null;
+  }
+  get retryAfterMs(): number | null {
+    return this.detail.retryAfterMs ?? null;
+  }
+}
+
+/** A router found no route it could use: each failed retryably or its breaker was open (spec §18.5). */
+export class NoRouteError extends RatchetError {
+  constructor(
+    message: string,
+    readonly attempts: readonly { route: string; error: string }[],
+    readonly retryAfterMs: number | null,
+  ) {
+    super("RATCHET_NO_ROUTE", message);
   }
 }
