@@ -259,7 +259,12 @@ export class ModelError extends RatchetError {
   constructor(
     code: ModelErrorCode,
     message: string,
-    readonly detail: { status?: number | null; retryAfterMs?: number | null; provider?: string; cause?: unknown } = {},
+    readonly detail: {
+      status?: number | null;
+      retryAfterMs?: number | null;
+      provider?: string;
+      cause?: unknown;
+    } = {},
   ) {
     super(code, message, { cause: detail.cause });
     this.retryable = code !== "RATCHET_MODEL_REJECTED";
