@@ -1,0 +1,92 @@
+/**
+ * `ratchet/dispatch`: supervise work that runs outside Ratchet's processes
+ * (spec §20). The pure rules live in src/core/dispatch; this entry point
+ * exports them with the worker adapters and their contract suite.
+ */
+export type {
+  ActionKind,
+  BoundName,
+  Decision,
+  ReadingAction,
+  RuleName,
+  WakeSource,
+} from "../core/dispatch/actions.js";
+export { BOUND_NAMES } from "../core/dispatch/actions.js";
+export { findWaitingSince, pickRunningBound, RUNNING_BOUNDS } from "../core/dispatch/bounds.js";
+export {
+  ATTEMPT_MODES,
+  type AttemptMode,
+  type AttemptState,
+  type AttemptView,
+  type Attention,
+  CLOSING_CAUSES,
+  CLOSING_FAILURE,
+  type ClosingCause,
+  FORCED_FAILURES,
+  type ForcedFailure,
+  isLiveState,
+  LIVE_ATTEMPT_STATES,
+  type LiveAttemptState,
+  READING_KINDS,
+  type ReadingKind,
+  type SessionReading,
+  stretchStart,
+} from "../core/dispatch/model.js";
+export {
+  definePipeline,
+  type Edge,
+  type EdgeKey,
+  type Pipeline,
+  PipelineError,
+  type PipelineProblem,
+  type PipelineSpec,
+  type SpawnTemplate,
+  type Step,
+  type StepSpec,
+} from "../core/dispatch/pipeline.js";
+export {
+  type Route,
+  renderSpawn,
+  routeOf,
+  type SpawnContext,
+  type SpawnRequest,
+} from "../core/dispatch/route.js";
+export {
+  capacityDelayMs,
+  type ItemState,
+  isForgetDue,
+  isKeptDue,
+  type KeptSession,
+  maySeat,
+  resumeFallback,
+  type StartOutcome,
+  shouldKeep,
+} from "../core/dispatch/sessions.js";
+export { pickReadingAction, RECONCILE_TABLE, type ReadingInput } from "../core/dispatch/table.js";
+export {
+  DEFAULT_SLEEP,
+  DEFAULT_STEP_TIMEOUT_MINUTES,
+  DEFAULT_TIMEOUTS,
+  type DispatchTimeouts,
+  resolveSleep,
+  resolveTimeouts,
+  type SleepRules,
+  TIMEOUT_ANCHORS,
+} from "../core/dispatch/timeouts.js";
+export {
+  type Behaviour,
+  dirControls,
+  registerWorkerContract,
+  shellBehaviour,
+  type WorkerContractOptions,
+} from "./testing/worker-contract.js";
+export type {
+  Closeout,
+  ControlOutcome,
+  ForgetOutcome,
+  RefusalCause,
+  WorkerAdapter,
+} from "./workers/adapter.js";
+export { FakeSession, FakeWorker, type FakeWorkerOptions } from "./workers/fake.js";
+export { ProcessWorker, type ProcessWorkerOptions } from "./workers/process.js";
+export { TmuxWorker, type TmuxWorkerOptions } from "./workers/tmux.js";
