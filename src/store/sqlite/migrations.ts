@@ -351,6 +351,44 @@ CREATE INDEX ratchet_submissions_inbox ON ratchet_submissions (conversation_id, 
 CREATE INDEX ratchet_submissions_run ON ratchet_submissions (run_task_id) WHERE run_task_id IS NOT NULL;
 `,
   },
+  {
+    version: 9,
+    sql: `
+-- Circuit breakers per provider+model (spec §18.6), shared by every worker. A missing row is a
+-- closed breaker with no failures. state: closed | open | half_open; in half_open, probe_until is
+-- when the admitted probe's claim lapses (a probe that died frees the slot for another).
+CREATE TABLE ratchet_breakers (
+  key          TEXT    PRIMARY KEY,
+  state        TEXT    NOT NULL,
+  failures     INTEGER NOT NULL,
+  window_start INTEGER NOT NULL,
+  opened_at    INTEGER NOT NULL,
+  probe_until  INTEGER NOT NULL,
+  updated_at   INTEGER NOT NULL
+) WITHOUT ROWID;
+-- The usage ledger (spec §18.8): one row per committed response or billed failed attempt; key makes
+-- a repeated write of the same response change nothing.
+CREATE TABLE ratchet_usage (
+  id              INTEGER PRIMARY KEY,
+  key             TEXT    NOT NULL UNIQUE,
+  status          TEXT    NOT NULL,
+  conversation_id TEXT,
+  task_id         INTEGER,
+  provider        TEXT    NOT NULL,
+  model           TEXT    NOT NULL,
+  route           TEXT    NOT NULL,
+  input_tokens    INTEGER NOT NULL,
+  output_tokens   INTEGER NOT NULL,
+  cached_tokens   INTEGER NOT NULL,
+  reasoning_tokens INTEGER NOT NULL,
+  cost            REAL    NOT NULL,
+  created_at      INTEGER NOT NULL
+);
+CREATE INDEX ratchet_usage_conversation ON ratchet_usage (conversation_id, created_at) WHERE conversation_id IS NOT NULL;
+CREATE INDEX ratchet_usage_task ON ratchet_usage (task_id) WHERE task_id IS NOT NULL;
+CREATE INDEX ratchet_usage_created ON ratchet_usage (created_at);
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
