@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import Database from "better-sqlite3";
 import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
 import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
+import { renderConversationFigures, runConversationBench } from "./conversations.js";
 import { pgProblem, runPg } from "./pg.js";
 import { fmt, median, n, progress } from "./stats.js";
 import { renderStreamFigures, runStreamBench } from "./streams.js";
@@ -492,11 +493,13 @@ async function main(): Promise<void> {
       `PostgreSQL figures not run: no server at ${PG_URL} (${problem}); pass --pg to make this an error`,
     );
     if (!args["pg-only"]) await runStreams(["sqlite"]);
+    if (!args["pg-only"]) await runConversations(["sqlite"]);
     return;
   }
   if (!args["pg-only"]) process.stdout.write("\n");
   await runPg({ url: PG_URL, quick: QUICK, runs: RUNS, root: packageRoot() });
   await runStreams(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+  await runConversations(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
 }
 
 /** The durable output stream figures (bench/streams.ts), after the rest. */
@@ -508,6 +511,25 @@ async function runStreams(stores: ("sqlite" | "pg")[]): Promise<void> {
     "bench",
     "results",
     QUICK ? "latest-streams-quick.json" : "latest-streams.json",
+  );
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
+}
+
+/** The conversation figures (bench/conversations.ts), after the stream figures. */
+async function runConversations(stores: ("sqlite" | "pg")[]): Promise<void> {
+  const figs = await runConversationBench({
+    stores,
+    pgUrl: PG_URL,
+    commits: QUICK ? 200 : 2_000,
+    runs: RUNS,
+  });
+  process.stdout.write(`\nConversations (spec §17)\n\n${renderConversationFigures(figs)}\n`);
+  const out = join(
+    packageRoot(),
+    "bench",
+    "results",
+    QUICK ? "latest-conversations-quick.json" : "latest-conversations.json",
   );
   writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
   progress(`wrote ${out}`);

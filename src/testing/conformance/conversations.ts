@@ -131,6 +131,12 @@ export function registerConversationTests(it: Define): void {
     expect((await o.entries("a", { from: 0, limit: 2 })).map((e) => e.seq)).toEqual([0, 1]);
     expect((await o.entriesByTask(t!, 100)).map((e) => [e.conversationId, e.seq])).toEqual([["a", 2]]);
     expect((await o.getConversation("a"))!.length).toBe(3);
+    const many = await o.commitConversation(
+      commitOf("b", { entries: Array.from({ length: 250 }, (_, i) => entry("tool-result", i)) }),
+    );
+    expect(many.seqs).toEqual(Array.from({ length: 250 }, (_, i) => i + 1));
+    const back = await o.entries("b", { from: 1, limit: 1_000 });
+    expect(back.map((e) => [e.seq, e.data])).toEqual(Array.from({ length: 250 }, (_, i) => [i + 1, i]));
   });
 
   it("§17.3 contextEntries start at the newest reset or compaction", async ({ store, expect }) => {
