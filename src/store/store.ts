@@ -15,9 +15,11 @@
  */
 import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
+import type { BreakerOps } from "./breakers/ops.js";
 import type { ConversationOps } from "./conversations/types.js";
 import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
 import type { StreamAppend, StreamAppendResult, StreamInfo, StreamRead } from "./streams/ops.js";
+import type { UsageOps } from "./usage/ops.js";
 
 export type TaskId = number;
 
@@ -572,6 +574,13 @@ export interface Store {
 
   /** Conversations, entries, state, submissions and the inbox: the programs of src/store/conversations. */
   readonly conversations: ConversationOps;
+
+  // ------------------------------------------------ models: breakers and usage (spec §18)
+
+  /** Circuit breakers per provider+model, shared by every worker: the programs of src/store/breakers. */
+  readonly breakers: BreakerOps;
+  /** The usage ledger: the programs of src/store/usage. */
+  readonly usage: UsageOps;
 
   // ------------------------------------------------ durable output streams (spec §16)
 

@@ -29,6 +29,7 @@ import { registerEnqueueTests } from "./conformance/enqueue.js";
 import { registerGraphTests } from "./conformance/graph.js";
 import { makeDefine } from "./conformance/kit.js";
 import { registerLifecycleTests } from "./conformance/lifecycle.js";
+import { registerModelTests } from "./conformance/models.js";
 import { registerObservabilityTests } from "./conformance/observability.js";
 import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
@@ -88,6 +89,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerObservabilityTests(define);
     registerConversationTests(define);
     registerStreamTests(define);
+    registerModelTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

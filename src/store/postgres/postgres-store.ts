@@ -13,6 +13,7 @@
  *   `subscribe` LISTENs on a dedicated connection that reconnects with backoff.
  */
 import type pg from "pg";
+import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
@@ -51,6 +52,7 @@ import type {
 import * as streams from "../streams/ops.js";
 import { eventStepKey } from "../tree/keys.js";
 import * as tree from "../tree/ops.js";
+import { usageOps } from "../usage/ops.js";
 import { claim, listReady } from "./claim.js";
 import { PgCore, type PostgresStoreOptions } from "./core.js";
 import { enqueue } from "./enqueue.js";
@@ -197,6 +199,9 @@ export class PostgresStore implements Store {
   subscribe = (onWake: () => void): Promise<() => Promise<void>> => subscribe(this.core, onWake);
   // Conversations (spec §17): the shared programs of src/store/conversations, one transaction each.
   readonly conversations = conversationOps((p) => this.core.program(p));
+  // Breakers and the usage ledger (spec §18): the shared programs of src/store/breakers and usage.
+  readonly breakers = breakerOps((p) => this.core.program(p));
+  readonly usage = usageOps((p) => this.core.program(p));
 
   async close(): Promise<void> {
     if (this.core.closed) return;

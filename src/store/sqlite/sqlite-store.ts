@@ -17,6 +17,7 @@
 import Database from "better-sqlite3";
 import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
+import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
@@ -55,6 +56,7 @@ import type {
 import * as streams from "../streams/ops.js";
 import { eventStepKey } from "../tree/keys.js";
 import * as tree from "../tree/ops.js";
+import { usageOps } from "../usage/ops.js";
 import { BACKSTOP_PAGES, checkpointLane } from "./checkpointer.js";
 import * as claims from "./claim.js";
 import { type Db, SqliteCore } from "./core.js";
@@ -305,6 +307,16 @@ export class SqliteStore implements Store {
 
   /** Writes in one IMMEDIATE transaction each; reads outside one. */
   readonly conversations = conversationOps(
+    async (p) => this.#c.program(p),
+    async (p) => this.#c.read(() => this.#c.inTx(p())),
+  );
+
+  /** Breakers and the usage ledger (spec §18): writes in one IMMEDIATE transaction each; reads outside one. */
+  readonly breakers = breakerOps(
+    async (p) => this.#c.program(p),
+    async (p) => this.#c.read(() => this.#c.inTx(p())),
+  );
+  readonly usage = usageOps(
     async (p) => this.#c.program(p),
     async (p) => this.#c.read(() => this.#c.inTx(p())),
   );
