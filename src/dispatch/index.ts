@@ -73,6 +73,19 @@ export {
   type SleepRules,
   TIMEOUT_ANCHORS,
 } from "../core/dispatch/timeouts.js";
+export type {
+  AttemptEvent,
+  AttemptRow,
+  DispatchCapable,
+  DispatchOps,
+  ItemRow,
+  SeatRow,
+} from "../store/dispatch/ops.js";
+export {
+  type DispatchStore,
+  type DispatchStoreContractOptions,
+  registerDispatchStoreContract,
+} from "./testing/store-contract.js";
 export {
   type Behaviour,
   dirControls,

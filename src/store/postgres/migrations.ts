@@ -4,6 +4,8 @@
  * both backends share one row mapping; times are epoch milliseconds (bigint).
  * Never edit a released migration; add the next number.
  */
+import { DISPATCH_SCHEMA_PG } from "../dispatch/schema.js";
+
 export const PG_MIGRATIONS: readonly { version: number; sql: string }[] = [
   {
     version: 1,
@@ -562,6 +564,11 @@ CREATE INDEX ratchet_usage_conversation ON {s}.ratchet_usage (conversation_id, c
 CREATE INDEX ratchet_usage_task ON {s}.ratchet_usage (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX ratchet_usage_created ON {s}.ratchet_usage (created_at);
 `,
+  },
+  {
+    version: 13,
+    // The dispatch layer's items, attempts, timelines and seats (spec §20.18); the text is shared with SQLite.
+    sql: DISPATCH_SCHEMA_PG,
   },
 ];
 

@@ -15,6 +15,7 @@
 import type pg from "pg";
 import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
+import { DispatchOps } from "../dispatch/ops.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
@@ -78,9 +79,12 @@ export type { PostgresStoreOptions } from "./core.js";
 
 export class PostgresStore implements Store {
   readonly core: PgCore;
+  /** The dispatch layer's operations (spec §20.18), programs run in one transaction each. */
+  readonly dispatch: DispatchOps;
 
   constructor(o: PostgresStoreOptions) {
     this.core = new PgCore(o);
+    this.dispatch = new DispatchOps((p) => this.core.program(p));
   }
 
   get schema(): string {

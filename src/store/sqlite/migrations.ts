@@ -6,6 +6,7 @@
  * IMMEDIATE transaction, so a throw leaves the database as it was.
  */
 import type Database from "better-sqlite3";
+import { DISPATCH_SCHEMA_SQLITE } from "../dispatch/schema.js";
 
 export interface Migration {
   version: number;
@@ -388,6 +389,11 @@ CREATE INDEX ratchet_usage_conversation ON ratchet_usage (conversation_id, creat
 CREATE INDEX ratchet_usage_task ON ratchet_usage (task_id) WHERE task_id IS NOT NULL;
 CREATE INDEX ratchet_usage_created ON ratchet_usage (created_at);
 `,
+  },
+  {
+    version: 10,
+    // The dispatch layer's items, attempts, timelines and seats (spec §20.18); the text is shared with PostgreSQL.
+    sql: DISPATCH_SCHEMA_SQLITE,
   },
 ];
 

@@ -19,6 +19,7 @@ import type { Clock } from "../../core/clock.js";
 import { AbortedError, LeaseLostError, SchemaTooNewError, StoreError } from "../../errors.js";
 import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
+import { DispatchOps } from "../dispatch/ops.js";
 import * as gates from "../gates.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
@@ -77,6 +78,8 @@ export interface SqliteStoreOptions {
 export class SqliteStore implements Store {
   readonly db: Db;
   readonly #c: SqliteCore;
+  /** The dispatch layer's operations (spec §20.18), programs run in one IMMEDIATE transaction each. */
+  readonly dispatch: DispatchOps;
 
   constructor(opts: SqliteStoreOptions) {
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 10_000));
@@ -95,6 +98,7 @@ export class SqliteStore implements Store {
     // SQLite's busy handler; the open's own pragmas above waited with the handler.
     this.db.pragma("busy_timeout = 0");
     this.#c = new SqliteCore(this.db, opts.clock, busyTimeoutMs);
+    this.dispatch = new DispatchOps(async (p) => this.#c.program(p));
     // spec §10.4: checkpoints on a thread of their own; this connection's are only the backstop.
     if (opts.path !== ":memory:" && opts.path !== "") {
       const totalChanges = this.db.prepare("SELECT total_changes()").pluck();

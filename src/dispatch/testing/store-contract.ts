@@ -1,0 +1,54 @@
+/**
+ * The dispatch store conformance group (spec §20.18–§20.21): the dispatch
+ * operations of a store (`store.dispatch`), checked on any backend. The test
+ * framework is a parameter, as in the store conformance suite; `open(clock)`
+ * returns a store over empty storage whose "now" is `clock.now()` (the suite
+ * migrates and closes it).
+ */
+
+import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
+import type { ConformanceRunner } from "../../testing/conformance.js";
+import { FakeClock } from "../../testing/fake-clock.js";
+import { registerDispatchStoreCases } from "./store-cases.js";
+
+export interface DispatchStore extends DispatchCapable {
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface DispatchStoreContractOptions {
+  name: string;
+  open(clock: FakeClock): Promise<DispatchStore>;
+  cleanup?(): Promise<void>;
+  runner: ConformanceRunner;
+}
+
+export interface DispatchEnv {
+  clock: FakeClock;
+  ops: DispatchOps;
+  store: DispatchStore;
+  expect: ConformanceRunner["expect"];
+}
+
+export function registerDispatchStoreContract(opts: DispatchStoreContractOptions): void {
+  const { runner } = opts;
+  runner.describe(`dispatch store conformance: ${opts.name}`, () => {
+    registerDispatchStoreCases((title, fn) =>
+      runner.it(title, async () => {
+        const clock = new FakeClock();
+        const store = await opts.open(clock);
+        try {
+          await store.migrate();
+          await fn({ clock, ops: store.dispatch, store, expect: runner.expect });
+        } finally {
+          await store.close().catch(() => {});
+        }
+      }),
+    );
+    const cleanup = opts.cleanup;
+    if (cleanup) {
+      if (runner.afterAll) runner.afterAll(() => cleanup());
+      else runner.it("cleanup", () => cleanup());
+    }
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * Item programs (spec §20.18–§20.19): add, read, list, close, and the
+ * start of an attempt with its seat check. Written once (see
+ * ../tree/program.ts); each runs in one transaction on either store.
+ */
+import type { AttemptMode } from "../../core/dispatch/model.js";
+import { one, type Program, q } from "../tree/program.js";
+import { type AttemptRow, type ItemRow, toAttempt, toItem } from "./rows.js";
+
+export const I = "{s}.ratchet_dispatch_items";
+export const A = "{s}.ratchet_dispatch_attempts";
+export const E = "{s}.ratchet_dispatch_events";
+export const SEATS = "{s}.ratchet_dispatch_seats";
+/** An attempt holds a seat in every live state but sleeping (spec §20.6). */
+export const HOLDS_SEAT = "ended_at IS NULL AND state <> 'sleeping'";
+
+export function* event(attemptId: string, kind: string, detail: unknown): Program<void> {
+  yield* q(
+    `INSERT INTO ${E} (attempt_id, at, kind, detail) VALUES (CAST(:a AS bigint), :now, :kind, :detail)`,
+    {
+      a: attemptId,
+      kind,
+      detail: detail === null || detail === undefined ? null : JSON.stringify(detail),
+    },
+  );
+}
+
+export function* addItem(pipeline: string, step: string, input: string): Program<ItemRow> {
+  const r = yield* one(
+    `INSERT INTO ${I} (pipeline, step, state, input, taken, resume_next, created_at, updated_at)
+     VALUES (:pipeline, :step, 'open', :input, '{}', 0, :now, :now) RETURNING *`,
+    { pipeline, step, input },
+  );
+  return toItem(r!);
+}
+
+export function* getItem(id: string): Program<ItemRow | null> {
+  const r = yield* one(`SELECT * FROM ${I} WHERE id = CAST(:id AS bigint)`, { id });
+  return r ? toItem(r) : null;
+}
+
+export interface ItemFilter {
+  state?: ItemRow["state"] | null;
+  pipeline?: string | null;
+  /** Items with ids above this one (paging). */
+  after?: string | null;
+  limit: number;
+}
+
+export function* listItems(f: ItemFilter): Program<ItemRow[]> {
+  const rows = yield* q(
+    `SELECT * FROM ${I} WHERE (CAST(:state AS text) IS NULL OR state = :state)
+       AND (CAST(:pipeline AS text) IS NULL OR pipeline = :pipeline) AND id > CAST(:after AS bigint)
+     ORDER BY id LIMIT :limit`,
+    { state: f.state ?? null, pipeline: f.pipeline ?? null, after: f.after ?? "0", limit: f.limit },
+  );
+  return rows.map(toItem);
+}
+
+/**
+ * Closes an item (spec §20.19): open or running items only; every live
+ * attempt not closing yet moves to `closing` for `item-closed`, its version
+ * bumped, so a runner's action computed before the close changes nothing.
+ */
+export function* closeItem(id: string): Program<{ item: ItemRow; closing: string[] } | null> {
+  const r = yield* one(
+    `UPDATE ${I} SET state = 'closed', ended_at = :now, updated_at = :now
+     WHERE id = CAST(:id AS bigint) AND state IN ('open', 'running') RETURNING *`,
+    { id },
+  );
+  if (!r) return null;
+  const moved = yield* q<{ id: number }>(
+    `UPDATE ${A} SET state = 'closing', closing = 'item-closed', closing_at = :now, version = version + 1, updated_at = :now
+     WHERE item_id = CAST(:id AS bigint) AND ended_at IS NULL AND state <> 'closing' RETURNING id`,
+    { id },
+  );
+  for (const m of moved) yield* event(String(m.id), "move", { to: "closing", cause: "item-closed" });
+  return { item: toItem(r), closing: moved.map((m) => String(m.id)) };
+}
+
+export interface StartSpec {
+  readonly itemId: string;
+  /** The step the runner saw the item at: a moved item is not started (stale). */
+  readonly phase: string;
+  readonly worker: string;
+  readonly mode: AttemptMode;
+  /** The seat limit of the worker kind when the store has none set (null: no limit). */
+  readonly defaultSeats: number | null;
+  readonly holder: string;
+  readonly leaseMs: number;
+  /** The spawn request (JSON) for the new attempt's id. */
+  readonly spawnFor: (attemptId: string) => string;
+}
+
+export type StartResult =
+  | { readonly kind: "started"; readonly attempt: AttemptRow; readonly item: ItemRow }
+  | { readonly kind: "stale" }
+  | { readonly kind: "seat_full"; readonly held: number; readonly limit: number }
+  | { readonly kind: "backoff"; readonly until: number };
+
+/**
+ * Starts an attempt for an open item (spec §20.6, §20.19): the item must
+ * still be open at `phase`; the worker kind must not be backing off after a
+ * capacity refusal; and a seat must be free. The seat check and the insert
+ * hold the kind's lock (PostgreSQL; SQLite's write transaction already
+ * serialises), so two runners cannot both take the last seat.
+ * Invariant: at most `limit` attempts of a kind hold seats, counting every
+ * store's runners, except wakes over the cap (spec §20.6).
+ */
+export function* startAttempt(s: StartSpec): Program<StartResult> {
+  yield { op: "lock", key: `dispatch-seat:${s.worker}` };
+  const item = yield* one(
+    `SELECT * FROM ${I} WHERE id = CAST(:id AS bigint) AND state = 'open' AND step = :phase @update`,
+    { id: s.itemId, phase: s.phase },
+  );
+  if (!item) return { kind: "stale" };
+  const seat = yield* one<{ seat_limit: number | null; backoff_until: number | null }>(
+    `SELECT seat_limit, backoff_until FROM ${SEATS} WHERE worker = :worker`,
+    { worker: s.worker },
+  );
+  const now = Number((yield* one<{ t: number }>("SELECT :now AS t"))!.t);
+  if (seat?.backoff_until != null && Number(seat.backoff_until) > now)
+    return { kind: "backoff", until: Number(seat.backoff_until) };
+  const limit = seat && seat.seat_limit !== null ? Number(seat.seat_limit) : s.defaultSeats;
+  if (limit !== null) {
+    const held = Number(
+      (yield* one<{ n: number }>(`SELECT count(*) AS n FROM ${A} WHERE worker = :worker AND ${HOLDS_SEAT}`, {
+        worker: s.worker,
+      }))!.n,
+    );
+    if (held >= limit) return { kind: "seat_full", held, limit };
+  }
+  const row = yield* one<{ id: number }>(
+    `INSERT INTO ${A} (item_id, pipeline, phase, worker, mode, state, claimed_at, spawn, resume_fallback, forgotten,
+       version, holder, lease_until, updated_at)
+     VALUES (CAST(:item AS bigint), :pipeline, :phase, :worker, :mode, 'starting', :now, '', 0, 0, 0, :holder,
+       :now + CAST(:lease AS bigint), :now) RETURNING id`,
+    {
+      item: s.itemId,
+      pipeline: item.pipeline,
+      phase: s.phase,
+      worker: s.worker,
+      mode: s.mode,
+      holder: s.holder,
+      lease: s.leaseMs,
+    },
+  );
+  const id = String(row!.id);
+  const a = yield* one(`UPDATE ${A} SET spawn = :spawn WHERE id = CAST(:id AS bigint) RETURNING *`, {
+    id,
+    spawn: s.spawnFor(id),
+  });
+  const it = yield* one(
+    `UPDATE ${I} SET state = 'running', updated_at = :now WHERE id = CAST(:id AS bigint) RETURNING *`,
+    {
+      id: s.itemId,
+    },
+  );
+  yield* event(id, "claimed", { phase: s.phase, worker: s.worker });
+  return { kind: "started", attempt: toAttempt(a!), item: toItem(it!) };
+}
