@@ -29,6 +29,15 @@ const procRun = defineRun({
   },
 });
 
+/** The crashing run of the fixture: a short maxMs, so its lease lapses soon after the kill. */
+const crashRun = defineRun({
+  name: "proc.crash",
+  maxMs: 1_500,
+  run() {
+    throw new Error("runs run in the worker processes");
+  },
+});
+
 interface Target {
   label: string;
   store: string;
@@ -62,7 +71,7 @@ async function open(t: Target): Promise<{ r: Ratchet; c: Conversations; dir: str
   const r = await Ratchet.open({
     store: t.store,
     postgres: { schema: t.schema },
-    tasks: [procRun.task],
+    tasks: [procRun.task, crashRun.task],
     logger: silentLogger,
   });
   opened.push(r);
@@ -146,6 +155,41 @@ function register(t: () => Target): void {
       for (const p of subs) if (p.alive) p.send("stop");
       return subs.every((p) => !p.alive);
     });
+  });
+
+  it("§17.8 a run whose worker is SIGKILLed mid-run is reclaimed and finishes; the follow-up behind it is answered", async () => {
+    const target = t();
+    const { r, dir } = await open(target);
+    const c = new Conversations(r, { run: crashRun });
+    const ledger = join(dir, "ledger");
+    const workers = [0, 1].map(() => spawn(target, ledger, ["--grace", "300"]));
+    await Promise.all(workers.map((w) => w.waitFor("ready", 30_000)));
+    for (const w of workers) w.send("go");
+    await Promise.all(workers.map((w) => w.waitFor("started", 30_000)));
+    await c.create("c0");
+    const crashing = await c.submit("c0", { text: "crash" });
+    const after = await c.submit("c0", { text: "after" });
+    expect(await crashing.wait({ timeoutMs: 60_000 })).toMatchObject({ status: "done" });
+    expect(await after.wait({ timeoutMs: 60_000 })).toMatchObject({ status: "done" });
+    const died = workers.filter((w) => !w.alive);
+    expect(died).toHaveLength(1);
+    expect((await died[0]!.exited).signal).toBe("SIGKILL");
+    const survivor = workers.find((w) => w.alive)!;
+    expect(await survivor.stop()).toBe(0);
+    // The rerun replayed the keyed commit made before the kill: each step is in the transcript once.
+    expect((await c.entries("c0")).map((e) => e.kind)).toEqual([
+      "user",
+      "tool-call",
+      "tool-call",
+      "tool-call",
+      "assistant",
+      "user",
+      "tool-call",
+      "tool-call",
+      "tool-call",
+      "assistant",
+    ]);
+    expect(ledgerLines(ledger).filter((l) => l.includes(" enter ")).length).toBe(3);
   });
 }
 
