@@ -1,18 +1,30 @@
 /**
  * Hash routes, so the server needs to serve only `/`:
- * `#/` overview, `#/tasks?status=…` the list with its filters, `#/tasks/42` one task.
+ * `#/` overview, `#/tasks?status=…` the list with its filters, `#/tasks/42` one task,
+ * `#/conversations` and `#/conversations/ID` (spec §17).
  */
 import { useEffect, useState } from "preact/hooks";
 
 export type Route =
   | { view: "overview" }
   | { view: "tasks"; filters: Record<string, string> }
-  | { view: "task"; id: number };
+  | { view: "task"; id: number }
+  | { view: "conversations" }
+  | { view: "conversation"; id: string };
 
 export function parseRoute(hash: string): Route {
   const [path = "", q = ""] = hash.replace(/^#/, "").split("?");
   const one = /^\/tasks\/(\d{1,16})$/.exec(path);
   if (one) return { view: "task", id: Number(one[1]) };
+  const conv = /^\/conversations\/(.{1,600})$/.exec(path);
+  if (conv) {
+    try {
+      return { view: "conversation", id: decodeURIComponent(conv[1]!) };
+    } catch {
+      return { view: "conversations" };
+    }
+  }
+  if (path === "/conversations") return { view: "conversations" };
   if (path === "/tasks") return { view: "tasks", filters: Object.fromEntries(new URLSearchParams(q)) };
   return { view: "overview" };
 }

@@ -7,6 +7,7 @@ import { useEffect, useState } from "preact/hooks";
 import { call, onUnauthorized } from "../api.js";
 import { live, useConnected } from "../live.js";
 import { useRoute } from "../router.js";
+import { ConversationDetail, ConversationList } from "./Conversations.js";
 import { Overview } from "./Overview.js";
 import { TaskDetail } from "./TaskDetail.js";
 import { TaskList } from "./TaskList.js";
@@ -54,8 +55,14 @@ export function App() {
           <a href="#/" class={route.view === "overview" ? "active" : ""}>
             Overview
           </a>
-          <a href="#/tasks" class={route.view !== "overview" ? "active" : ""}>
+          <a href="#/tasks" class={route.view === "tasks" || route.view === "task" ? "active" : ""}>
             Tasks
+          </a>
+          <a
+            href="#/conversations"
+            class={route.view === "conversations" || route.view === "conversation" ? "active" : ""}
+          >
+            Conversations
           </a>
         </nav>
         <span class={`live ${connected ? "on" : "off"}`} data-live={connected ? "on" : "off"}>
@@ -70,6 +77,10 @@ export function App() {
           <TaskList key={JSON.stringify(route.filters)} filters={route.filters} />
         )}
         {access === "ok" && route.view === "task" && <TaskDetail key={route.id} id={route.id} />}
+        {access === "ok" && route.view === "conversations" && <ConversationList />}
+        {access === "ok" && route.view === "conversation" && (
+          <ConversationDetail key={route.id} id={route.id} />
+        )}
       </main>
     </div>
   );

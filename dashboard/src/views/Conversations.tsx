@@ -1,0 +1,239 @@
+/**
+ * Conversations (spec §17): the list, and one conversation's transcript, inbox, the task tree of
+ * its run in progress, a box to send input and an Abort button. Live by polling the API once a
+ * second while mounted (the transcript reads only the entries after the last one it has).
+ * Seam: the run's live stream output (spec §16) belongs beside the transcript's tail.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../../src/agent/index.js";
+import { call, query } from "../api.js";
+import { short, time } from "../format.js";
+import type { Tree } from "../types.js";
+import { TreeView } from "./TreeView.js";
+
+const POLL_MS = 1_000;
+/** Entries kept on screen: the newest ones (older ones stay in the API). */
+const MAX_SHOWN = 2_000;
+
+export function conversationHref(id: string): string {
+  return `#/conversations/${encodeURIComponent(id)}`;
+}
+
+/** Runs `fn` now and every POLL_MS until unmounted; a failure shows, the next round tries again. */
+function usePoll(fn: () => Promise<void>, deps: unknown[]): string | null {
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let stop = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const round = async () => {
+      try {
+        await fn();
+        setError(null);
+      } catch (e) {
+        setError((e as Error).message);
+      }
+      if (!stop) timer = setTimeout(round, POLL_MS);
+    };
+    void round();
+    return () => {
+      stop = true;
+      clearTimeout(timer);
+    };
+  }, deps);
+  return error;
+}
+
+export function ConversationList() {
+  const [list, setList] = useState<ConversationRecord[] | null>(null);
+  const error = usePoll(async () => {
+    setList(
+      (await call<{ conversations: ConversationRecord[] }>("/api/conversations?limit=200")).conversations,
+    );
+  }, []);
+  if (!list) return <p class="muted">{error ?? "Loading conversations…"}</p>;
+  return (
+    <div data-view="conversations">
+      <h2>Conversations</h2>
+      {list.length === 0 ? (
+        <p class="muted">No conversations yet.</p>
+      ) : (
+        <table class="tasks">
+          <thead>
+            <tr>
+              <th>Id</th>
+              <th>Title</th>
+              <th>Entries</th>
+              <th>Run</th>
+              <th>Updated</th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.map((c) => (
+              <tr key={c.id} data-conversation={c.id}>
+                <td>
+                  <a href={conversationHref(c.id)}>{c.id}</a>
+                </td>
+                <td>{c.title ?? ""}</td>
+                <td>{c.length}</td>
+                <td>
+                  {c.runTaskId === null ? "idle" : <a href={`#/tasks/${c.runTaskId}`}>#{c.runTaskId}</a>}
+                </td>
+                <td>{time(c.updatedAt)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
+function Entry({ e }: { e: EntryRecord }) {
+  const kind = e.kind === "custom" ? `custom:${e.name}` : e.kind;
+  const text =
+    typeof e.data === "string"
+      ? e.data
+      : typeof (e.data as { text?: unknown } | null)?.text === "string"
+        ? (e.data as { text: string }).text
+        : short(e.data, 400);
+  return (
+    <li class={`entry entry-${e.kind}`} data-seq={e.seq} data-kind={e.kind}>
+      <span class="seq">#{e.seq}</span> <span class="kind">{kind}</span> <span class="data">{text}</span>
+      {e.taskId !== null && (
+        <a href={`#/tasks/${e.taskId}`} class="muted">
+          {" "}
+          task #{e.taskId}
+        </a>
+      )}
+    </li>
+  );
+}
+
+function SendBox({ id, onSent }: { id: string; onSent: () => void }) {
+  const [text, setText] = useState("");
+  const [mode, setMode] = useState("follow-up");
+  const [note, setNote] = useState<string | null>(null);
+  const submit = async (ev: Event) => {
+    ev.preventDefault();
+    if (text.trim() === "") return;
+    try {
+      const r = await call<{ submission: SubmissionRecord }>(
+        `/api/conversations/${encodeURIComponent(id)}/submissions`,
+        { json: { input: { text }, whenBusy: mode } },
+      );
+      setNote(`submission #${r.submission.id}: ${r.submission.status}`);
+      setText("");
+      onSent();
+    } catch (e) {
+      setNote((e as Error).message);
+    }
+  };
+  return (
+    <form class="send" onSubmit={submit} data-section="send">
+      <input
+        name="text"
+        value={text}
+        onInput={(e) => setText((e.target as HTMLInputElement).value)}
+        size={50}
+      />
+      <select name="whenBusy" value={mode} onChange={(e) => setMode((e.target as HTMLSelectElement).value)}>
+        <option value="follow-up">follow-up</option>
+        <option value="steer">steer</option>
+        <option value="reject">reject</option>
+      </select>
+      <button type="submit">Send</button>
+      {note && (
+        <span class="muted" data-field="send-note">
+          {" "}
+          {note}
+        </span>
+      )}
+    </form>
+  );
+}
+
+export function ConversationDetail({ id }: { id: string }) {
+  const [conv, setConv] = useState<ConversationRecord | null>(null);
+  const [inbox, setInbox] = useState<SubmissionRecord[]>([]);
+  const [entries, setEntries] = useState<EntryRecord[]>([]);
+  const [tree, setTree] = useState<Tree | null>(null);
+  const [note, setNote] = useState<string | null>(null);
+  const next = useRef(0);
+  const path = `/api/conversations/${encodeURIComponent(id)}`;
+  const load = async () => {
+    const d = await call<{ conversation: ConversationRecord; inbox: SubmissionRecord[] }>(path);
+    const page = await call<{ entries: EntryRecord[] }>(
+      `${path}/entries${query({ from: next.current, limit: 1_000 })}`,
+    );
+    if (page.entries.length > 0) {
+      next.current = page.entries[page.entries.length - 1]!.seq + 1;
+      setEntries((old) => [...old, ...page.entries].slice(-MAX_SHOWN));
+    }
+    setConv(d.conversation);
+    setInbox(d.inbox);
+    const run = d.conversation.runTaskId;
+    setTree(run === null ? null : await call<Tree>(`/api/tasks/${run}/tree?limit=300`).catch(() => null));
+  };
+  const error = usePoll(load, [id]);
+  const abort = async () => {
+    try {
+      const r = await call<{ withdrawn: number; marked: number }>(`${path}/abort`, { json: {} });
+      setNote(`aborted: ${r.marked} task(s) marked, ${r.withdrawn} queued input(s) withdrawn`);
+      await load();
+    } catch (e) {
+      setNote((e as Error).message);
+    }
+  };
+  if (!conv)
+    return <p class={error ? "problem" : "muted"}>{error ? `Conversation ${id}: ${error}` : "Loading…"}</p>;
+  return (
+    <div data-view="conversation" data-conversation={conv.id}>
+      <h2>
+        {conv.title ?? conv.id}{" "}
+        <span class="tag" data-field="run-state">
+          {conv.runTaskId === null ? "idle" : `run #${conv.runTaskId}`}
+        </span>
+      </h2>
+      {conv.parent && (
+        <p class="muted">
+          forked from <a href={conversationHref(conv.parent.conversationId)}>{conv.parent.conversationId}</a>{" "}
+          at #{conv.parent.seq}
+        </p>
+      )}
+      <h3>Transcript</h3>
+      <ol class="transcript" data-section="transcript">
+        {entries.map((e) => (
+          <Entry key={e.seq} e={e} />
+        ))}
+      </ol>
+      <SendBox id={conv.id} onSent={() => void load()} />
+      <h3>Inbox</h3>
+      {inbox.length === 0 ? (
+        <p class="muted" data-section="inbox">
+          Empty.
+        </p>
+      ) : (
+        <ul data-section="inbox">
+          {inbox.map((s) => (
+            <li key={s.id} data-submission={s.id}>
+              #{s.id} {s.mode}: {short(s.input, 200)}
+            </li>
+          ))}
+        </ul>
+      )}
+      <h3>Run</h3>
+      {tree ? <TreeView tree={tree} current={tree.task.id} /> : <p class="muted">No run in progress.</p>}
+      <p>
+        <button type="button" data-action="abort-conversation" onClick={() => void abort()}>
+          Abort
+        </button>
+        {note && (
+          <span class="muted" data-field="abort-note">
+            {" "}
+            {note}
+          </span>
+        )}
+      </p>
+    </div>
+  );
+}
