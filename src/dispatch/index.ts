@@ -81,6 +81,9 @@ export type {
   ItemRow,
   SeatRow,
 } from "../store/dispatch/ops.js";
+export type { RunnerOptions } from "./runner/context.js";
+export { DispatchRunner, type PassReport } from "./runner/runner.js";
+export { outcomeOf } from "./runner/settle.js";
 export {
   type DispatchStore,
   type DispatchStoreContractOptions,

@@ -318,4 +318,22 @@ export function registerDispatchStoreCases(define: Define): void {
       expect(await ops.sessionsToForget(clock.now(), 10)).toEqual([]);
     },
   );
+
+  define(
+    "§20.14 a settled attempt's session that a live attempt carries again is not due to be forgotten",
+    async ({ ops, expect, clock }) => {
+      const one = await started(ops);
+      const s = { state: "succeeded" as const, forced: null, sessionStopped: true, closeout: null };
+      await ops.moveAttempt({ id: one.attempt.id, version: 0, holder: HOLDER }, { session: "shared" }, null);
+      await ops.settleAttempt({ id: one.attempt.id, version: 1, holder: HOLDER }, s, null, null, null);
+      const two = await started(ops);
+      await ops.moveAttempt({ id: two.attempt.id, version: 0, holder: HOLDER }, { session: "shared" }, null);
+      expect(await ops.sessionsToForget(clock.now(), 10)).toEqual([]);
+      await ops.settleAttempt({ id: two.attempt.id, version: 1, holder: HOLDER }, s, null, null, null);
+      expect((await ops.sessionsToForget(clock.now(), 10)).map((a) => a.id)).toEqual([
+        one.attempt.id,
+        two.attempt.id,
+      ]);
+    },
+  );
 }

@@ -121,11 +121,17 @@ export function* keptSessions(limit: number): Program<{ item: ItemRow; latest: A
   return out;
 }
 
-/** Settled attempts that ended at or before `cutoff`, not forgotten and not kept (spec §20.14). */
+/**
+ * Settled attempts that ended at or before `cutoff`, not forgotten and not
+ * kept, whose session no live or kept attempt carries (a revived kept
+ * session is shared by the attempts it served). spec §20.14.
+ */
 export function* sessionsToForget(cutoff: number, limit: number): Program<AttemptRow[]> {
   const rows = yield* q(
     `SELECT * FROM ${A} a WHERE a.ended_at IS NOT NULL AND a.forgotten = 0 AND a.ended_at <= CAST(:cutoff AS bigint)
        AND NOT EXISTS (SELECT 1 FROM ${I} i WHERE i.kept_attempt = a.id)
+       AND NOT EXISTS (SELECT 1 FROM ${A} b WHERE b.session = a.session AND b.id <> a.id
+                         AND (b.ended_at IS NULL OR EXISTS (SELECT 1 FROM ${I} j WHERE j.kept_attempt = b.id)))
      ORDER BY a.ended_at LIMIT :limit`,
     { cutoff, limit },
   );

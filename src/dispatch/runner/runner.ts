@@ -1,0 +1,200 @@
+/**
+ * The dispatch runner (spec §20.22). Each pass, in order:
+ * 1. starts attempts for open items (seats and backoff permitting) and
+ *    launches their sessions;
+ * 2. leases the live attempts it will read, takes a reading of each
+ *    session, asks the reconcile table, and applies the decision with
+ *    guarded writes; a sleeping attempt whose wake was requested tries for a
+ *    seat (over the cap once `seatlessSeconds` passed);
+ * 3. gives its leases back;
+ * 4. forgets what is due (kept sessions, then sessions of settled attempts).
+ * Several runners may share a store: leases keep each attempt with one of
+ * them at a time, and a runner killed anywhere in a pass leaves only leases
+ * that lapse. Time is the store's clock (`store.now()`), read once a pass.
+ *
+ * Modes of `run()`: running (a pass, then a wait of `intervalMs` or until
+ * `poke()`), stopping (`stop()` was called: the pass in progress finishes,
+ * no new one starts), stopped (`run()` resolved).
+ */
+
+import type { SessionReading } from "../../core/dispatch/model.js";
+import { type JsonValue, renderSpawn } from "../../core/dispatch/route.js";
+import { forgetCutoff, isKeptDue } from "../../core/dispatch/sessions.js";
+import { pickReadingAction } from "../../core/dispatch/table.js";
+import { DEFAULT_SLEEP } from "../../core/dispatch/timeouts.js";
+import type { AttemptRow } from "../../store/dispatch/ops.js";
+import type { WorkerAdapter } from "../workers/adapter.js";
+import { type Applied, applyDecision, wake, wakeIsOverdue } from "./apply.js";
+import { RunnerContext, type RunnerOptions } from "./context.js";
+import { launch } from "./launch.js";
+
+export interface PassReport {
+  readonly started: string[];
+  readonly decisions: { attempt: string; rule: string; action: string; applied: Applied }[];
+  readonly forgotten: string[];
+  readonly failed: string[];
+  readonly errors: { attempt: string | null; message: string }[];
+}
+
+export class DispatchRunner {
+  readonly ctx: RunnerContext;
+  #stopping = false;
+  #wakeUp: (() => void) | null = null;
+
+  constructor(o: RunnerOptions) {
+    this.ctx = new RunnerContext(o);
+  }
+
+  get id(): string {
+    return this.ctx.id;
+  }
+
+  /** One pass (see the class comment). Never throws for one attempt's trouble: it is in `errors`. */
+  async pass(): Promise<PassReport> {
+    const report: PassReport = { started: [], decisions: [], forgotten: [], failed: [], errors: [] };
+    this.ctx.backoffUntil.clear();
+    for (const s of await this.ctx.ops.seats())
+      if (s.backoffUntil !== null) this.ctx.backoffUntil.set(s.worker, s.backoffUntil);
+    await this.#claim(report);
+    const now = await this.ctx.store.now();
+    const leased = await this.ctx.ops.leaseAttempts(this.ctx.id, this.ctx.leaseMs, this.ctx.batch);
+    try {
+      for (const a of leased) {
+        try {
+          await this.#reconcile(a, now, report);
+        } catch (e) {
+          report.errors.push({ attempt: a.id, message: (e as Error).message });
+        }
+      }
+    } finally {
+      if (leased.length > 0)
+        await this.ctx.ops.releaseAttempts(
+          this.ctx.id,
+          leased.map((a) => a.id),
+        );
+    }
+    await this.#forget(now, report);
+    return report;
+  }
+
+  async #claim(report: PassReport): Promise<void> {
+    const { ctx } = this;
+    for (const item of await ctx.ops.listItems({ state: "open", limit: ctx.batch })) {
+      const step = ctx.pipelines.get(item.pipeline)?.steps.get(item.step);
+      const worker = step ? ctx.workers.get(step.worker) : undefined;
+      if (!step || !worker) continue;
+      const kept = item.resumeNext && item.kept?.worker === step.worker ? item.kept : null;
+      const input = JSON.parse(item.input) as JsonValue;
+      const r = await ctx.ops.startAttempt({
+        itemId: item.id,
+        phase: step.name,
+        worker: step.worker,
+        mode: step.mode,
+        defaultSeats: ctx.defaultSeats(step.worker),
+        holder: ctx.id,
+        leaseMs: ctx.leaseMs,
+        spawnFor: (attemptId) =>
+          JSON.stringify({
+            request: renderSpawn(step.spawn, { itemId: item.id, attemptId, step: step.name, input }),
+            kept,
+          }),
+      });
+      if (r.kind !== "started") continue;
+      report.started.push(r.attempt.id);
+      await launch(ctx, r.attempt, worker);
+    }
+  }
+
+  /** The session's reading; an unbound attempt's session is looked for by its spawn name first. */
+  async #read(
+    a: AttemptRow,
+    worker: WorkerAdapter,
+  ): Promise<{ attempt: AttemptRow; reading: SessionReading }> {
+    if (a.session !== null) return { attempt: a, reading: await worker.read(a.session) };
+    const found = await worker.find(this.ctx.spawnOf(a).request.name);
+    if (found === null) return { attempt: a, reading: { kind: "absent" } };
+    const m = await this.ctx.ops.moveAttempt(
+      this.ctx.guard(a),
+      { session: found },
+      { bound: found, found: true },
+    );
+    if (m.kind !== "moved") return { attempt: a, reading: { kind: "absent" } };
+    return { attempt: m.attempt, reading: await worker.read(found) };
+  }
+
+  async #reconcile(listed: AttemptRow, now: number, report: PassReport): Promise<void> {
+    const { ctx } = this;
+    const worker = ctx.workers.get(listed.worker);
+    if (!worker) return; // another runner has this kind's adapter
+    const { attempt: a, reading } = await this.#read(listed, worker);
+    const sleep = ctx.pipelines.get(a.pipeline)?.sleep ?? DEFAULT_SLEEP;
+    const d = pickReadingAction({
+      attempt: a,
+      reading,
+      step: ctx.stepOf(a),
+      sleep,
+      timeouts: ctx.timeouts,
+      now,
+    });
+    let applied = await applyDecision(ctx, a, worker, reading, d, now);
+    if (applied === "nothing" && a.state === "sleeping" && a.wakeRequestedAt !== null)
+      applied = await wake(ctx, a, worker, wakeIsOverdue(ctx, a, now));
+    report.decisions.push({ attempt: a.id, rule: d.rule, action: d.action.kind, applied });
+  }
+
+  /** spec §20.14: a forget the worker does not confirm changes nothing and is tried again next pass. */
+  async #forget(now: number, report: PassReport): Promise<void> {
+    const { ctx } = this;
+    for (const { item, latest } of await ctx.ops.keptSessions(ctx.batch)) {
+      const kept = item.kept!;
+      const worker = ctx.workers.get(kept.worker);
+      if (!worker || !isKeptDue(kept, item, latest, now, ctx.timeouts)) continue;
+      const out = await worker.forget(kept.session);
+      if (out.kind === "refused") report.failed.push(kept.session);
+      else {
+        await ctx.ops.markForgotten(kept.attempt, { itemId: item.id, session: kept });
+        report.forgotten.push(kept.session);
+      }
+    }
+    for (const a of await ctx.ops.sessionsToForget(forgetCutoff(now, ctx.timeouts), ctx.batch)) {
+      const worker = ctx.workers.get(a.worker);
+      if (a.session !== null) {
+        if (!worker) continue;
+        const out = await worker.forget(a.session);
+        if (out.kind === "refused") {
+          report.failed.push(a.session);
+          continue;
+        }
+        report.forgotten.push(a.session);
+      }
+      await ctx.ops.markForgotten(a.id, null);
+    }
+  }
+
+  /** Passes until `stop()`, waiting `intervalMs` (or a `poke()`) between them. */
+  async run(o: { intervalMs?: number; onPass?: (r: PassReport) => void } = {}): Promise<void> {
+    const interval = Math.min(Math.max(o.intervalMs ?? 1_000, 10), 60_000);
+    while (!this.#stopping) {
+      o.onPass?.(await this.pass());
+      if (this.#stopping) break;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, interval);
+        this.#wakeUp = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.#wakeUp = null;
+    }
+  }
+
+  /** Starts the next pass now. */
+  poke(): void {
+    this.#wakeUp?.();
+  }
+
+  stop(): void {
+    this.#stopping = true;
+    this.#wakeUp?.();
+  }
+}

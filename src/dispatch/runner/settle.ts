@@ -1,0 +1,70 @@
+/**
+ * Settlement (spec §20.11, §20.13, §20.23): the outcome of an attempt the
+ * table settles, its item's route, and its kept session, written together.
+ */
+import type { ForcedFailure, Instant } from "../../core/dispatch/model.js";
+import { routeOf } from "../../core/dispatch/route.js";
+import { shouldKeep } from "../../core/dispatch/sessions.js";
+import type { AttemptRow, ItemRoute, KeepWrite, MoveResult } from "../../store/dispatch/ops.js";
+import type { Closeout, WorkerAdapter } from "../workers/adapter.js";
+import type { RunnerContext } from "./context.js";
+
+/**
+ * The outcome (spec §20.23): a forced failure fails; otherwise the session's
+ * close-out decides; with none, an exit code 0 succeeds and anything else
+ * (no code, another code) fails.
+ */
+export function outcomeOf(
+  forced: ForcedFailure | null,
+  closeout: Closeout | null,
+  exitCode: number | null,
+): boolean {
+  if (forced !== null) return false;
+  if (closeout !== null) return closeout.outcome === "succeeded";
+  return exitCode === 0;
+}
+
+export async function settle(
+  ctx: RunnerContext,
+  a: AttemptRow,
+  worker: WorkerAdapter,
+  forced: ForcedFailure | null,
+  sessionStopped: boolean,
+  exitCode: number | null,
+  now: Instant,
+  detail: unknown,
+): Promise<MoveResult> {
+  const closeout = a.session !== null ? await worker.closeout(a.session) : null;
+  const succeeded = outcomeOf(forced, closeout, exitCode);
+  const item = await ctx.ops.getItem(a.itemId);
+  const pipeline = ctx.pipelines.get(a.pipeline);
+  let route: ItemRoute | null = null;
+  let keep: KeepWrite | null = null;
+  if (item && pipeline && item.state === "running") {
+    const r = routeOf(pipeline, a.phase, succeeded, forced, item.taken);
+    const taken = r.edge === null ? item.taken : { ...item.taken, [r.edge]: (item.taken[r.edge] ?? 0) + 1 };
+    route =
+      r.kind === "step"
+        ? { step: r.to, state: "open", taken, resumeNext: r.resume }
+        : { step: a.phase, state: r.state, taken, resumeNext: false };
+    if (shouldKeep(pipeline, a, succeeded, sessionStopped))
+      keep = {
+        expect: item.kept,
+        value: { session: a.session!, worker: a.worker, attempt: a.id, keptAt: now },
+      };
+  }
+  const s = {
+    state: succeeded ? ("succeeded" as const) : ("failed" as const),
+    forced,
+    sessionStopped,
+    closeout: closeout === null ? null : JSON.stringify(closeout),
+  };
+  const out = await ctx.ops.settleAttempt(ctx.guard(a), s, route, keep, {
+    ...(detail as object),
+    succeeded,
+    route,
+  });
+  // A session we could not confirm stopped is a stray: ask it once more to stop (spec §20.7).
+  if (out.kind === "moved" && !sessionStopped && a.session !== null) await worker.stop(a.session);
+  return out;
+}
