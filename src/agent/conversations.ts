@@ -21,7 +21,12 @@ import type {
   SubmissionRecord,
   WhenBusy,
 } from "../store/conversations/types.js";
-import { CONVERSATION_LIMITS, checkId, checkKind, checkTitle } from "../store/conversations/validate.js";
+import {
+  CONVERSATION_LIMITS,
+  checkConversationId,
+  checkKind,
+  checkTitle,
+} from "../store/conversations/validate.js";
 import type { Fence, NewTask, Store, TaskId } from "../store/store.js";
 import { inputText, type RunDefinition, runsAmong } from "./run.js";
 import { Submission } from "./submission.js";
@@ -141,7 +146,7 @@ export class Conversations {
   }
 
   #newConversation(id: string, o: CreateOptions) {
-    checkId(id, "a conversation id");
+    checkConversationId(id);
     return {
       id,
       title: checkTitle(o.title ?? null),
@@ -257,7 +262,7 @@ export class Conversations {
 
   /** Resolves once no run or task of the conversation is live (background work too, with `background`). */
   async waitForIdle(id: string, opts: { timeoutMs?: number; background?: boolean } = {}): Promise<void> {
-    checkId(id, "a conversation id");
+    checkConversationId(id);
     const timeoutMs = opts.timeoutMs ?? 300_000;
     const scope = conversationScope(id);
     const deadline = performance.now() + timeoutMs;
@@ -277,7 +282,7 @@ export class Conversations {
 
   /** @internal The run task a submission or final boundary creates, in the store's form. */
   async runTask(conversationId: string): Promise<NewTask> {
-    checkId(conversationId, "a conversation id");
+    checkConversationId(conversationId);
     const { batch } = await this.#prepareWith([{ task: this.run.task, input: { conversationId } }]);
     return batch[0]!;
   }

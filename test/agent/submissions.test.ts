@@ -161,6 +161,19 @@ forEachBackend(() => {
       expect(answers).toEqual([{ answered: ["F"] }, { answered: ["G"] }]);
     });
 
+    it("§17.1 a conversation id of the longest length can be submitted to, aborted and awaited", async () => {
+      const { r, c } = await setup();
+      const id = "x".repeat(180);
+      await c.create(id);
+      const s = await c.submit(id, { text: "A", park: true });
+      await drain(r);
+      const aborting = c.abort(id, { timeoutMs: 20_000 });
+      await drain(r);
+      expect((await aborting).marked).toBe(1);
+      expect(await s.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+      await expectCode(() => c.create(`${id}y`), "RATCHET_INVALID_INPUT");
+    });
+
     it("§17.10 hostile ids and payloads are refused before any write", async () => {
       const { c } = await setup();
       for (const id of ["", " padded", "a\nb", "x".repeat(201), "nul\u0000"])

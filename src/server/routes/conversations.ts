@@ -20,7 +20,7 @@ import { Conversations } from "../../agent/conversations.js";
 import { watchEntries } from "../../agent/watch.js";
 import type { Ratchet } from "../../engine/ratchet.js";
 import { ClosedError, ValidationError } from "../../errors.js";
-import { checkId } from "../../store/conversations/validate.js";
+import { checkConversationId } from "../../store/conversations/validate.js";
 import { HttpError, toErrorResponse } from "../errors.js";
 import { onlyKeys, parseBoolean, parseIntParam, parseTaskId, readObject } from "../params.js";
 
@@ -53,7 +53,7 @@ export function registerConversationRoutes(
     conversations ??= Conversations.of(ratchet);
     return conversations;
   };
-  const conversationId = (text: string | undefined) => checkId(text, "conversation id");
+  const conversationId = (text: string | undefined) => checkConversationId(text, "conversation id");
 
   app.get("/api/conversations", async (c) => {
     const q = c.req.query();

@@ -32,6 +32,7 @@ import type {
 import { HEAD_KINDS } from "./types.js";
 import {
   checkBytes,
+  checkConversationId,
   checkEntries,
   checkId,
   checkLimit,
@@ -42,7 +43,7 @@ import {
 } from "./validate.js";
 
 function checkNew(c: NewConversation): void {
-  checkId(c?.id, "a conversation id");
+  checkConversationId(c?.id);
   checkTitle(c.title);
   if (c.metadata !== null) checkBytes(c.metadata, L.metadataBytes, "conversation metadata");
   if (c.ownerTaskId !== null && !Number.isSafeInteger(c.ownerTaskId))
@@ -85,7 +86,7 @@ export function* createConversation(
 }
 
 export function* getConversation(id: string): Program<ConversationRecord | null> {
-  checkId(id, "a conversation id");
+  checkConversationId(id);
   const r = yield* one<ConversationRow>(`SELECT * FROM ${C} WHERE id = :id`, { id });
   return r ? toConversation(r) : null;
 }
@@ -111,7 +112,7 @@ export function* listConversations(f: ListConversationsFilter): Program<Conversa
  * Invariant: a conversation with a live run is never deleted under it.
  */
 export function* deleteConversation(id: string): Program<boolean> {
-  checkId(id, "a conversation id");
+  checkConversationId(id);
   const row = yield* one<ConversationRow>(`SELECT * FROM ${C} WHERE id = :id @update`, { id });
   if (!row) return false;
   if (row.run_task_id !== null) {
@@ -138,7 +139,7 @@ export function* forkConversation(
   atSeq: number,
   into: NewConversation,
 ): Program<ConversationRecord> {
-  checkId(from, "a conversation id");
+  checkConversationId(from);
   checkSeq(atSeq, "the fork's entry");
   checkNew(into);
   const parent = yield* lockConversation(from);
@@ -223,7 +224,7 @@ export function* appendEntries(
  * Invariant: a failure anywhere in the commit rolls all of it back.
  */
 export function* commitConversation(c: ConversationCommit): Program<CommitResult> {
-  checkId(c?.conversationId, "a conversation id");
+  checkConversationId(c?.conversationId);
   const bytes = checkEntries(c.entries) + checkState(c.state);
   if (bytes > L.commitBytes)
     throw new ValidationError(
@@ -269,7 +270,7 @@ export function* commitConversation(c: ConversationCommit): Program<CommitResult
 }
 
 export function* entries(id: string, range: EntryRange): Program<EntryRecord[]> {
-  checkId(id, "a conversation id");
+  checkConversationId(id);
   const limit = checkLimit(range?.limit, L.readLimit);
   const from = range.from === undefined ? 0 : checkSeq(range.from, "from");
   const to = range.to === undefined ? Number.MAX_SAFE_INTEGER : checkSeq(range.to, "to");
@@ -282,7 +283,7 @@ export function* entries(id: string, range: EntryRange): Program<EntryRecord[]> 
 
 /** spec §17.3: what a model sees starts at the newest reset or compaction entry (inclusive). */
 export function* contextEntries(id: string, limit: number): Program<EntryRecord[]> {
-  checkId(id, "a conversation id");
+  checkConversationId(id);
   checkLimit(limit, L.readLimit);
   const head = yield* one<{ seq: number | null }>(
     `SELECT max(seq) AS seq FROM ${E} WHERE conversation_id = :id AND kind IN @texts(kinds)`,
@@ -305,7 +306,7 @@ export function* entriesByTask(taskId: number, limit: number): Program<EntryReco
 }
 
 export function* conversationState(id: string): Program<Record<string, unknown>> {
-  checkId(id, "a conversation id");
+  checkConversationId(id);
   const rows = yield* q<{ key: string; value: string }>(
     `SELECT key, value FROM ${ST} WHERE conversation_id = :id ORDER BY key LIMIT ${L.readLimit}`,
     { id },

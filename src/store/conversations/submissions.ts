@@ -32,7 +32,14 @@ import type {
   SubmitRequest,
   SubmitResult,
 } from "./types.js";
-import { checkBytes, checkEntries, checkId, checkLimit, CONVERSATION_LIMITS as L } from "./validate.js";
+import {
+  checkBytes,
+  checkConversationId,
+  checkEntries,
+  checkId,
+  checkLimit,
+  CONVERSATION_LIMITS as L,
+} from "./validate.js";
 
 const MODES = ["follow-up", "steer", "reject"];
 const DELIVERY = ["one", "all"];
@@ -161,7 +168,7 @@ function* finalBoundary(
  * Invariant: at most one run per conversation — a run is created only where none is in progress.
  */
 export function* submit(r: SubmitRequest): Program<SubmitResult> {
-  checkId(r?.conversationId, "a conversation id");
+  checkConversationId(r?.conversationId);
   if (r.requestId !== null) checkId(r.requestId, "a request id");
   if (typeof r.input !== "string") throw new ValidationError("an input must be JSON text");
   checkBytes(r.input, L.inputBytes, "the input");
@@ -211,7 +218,7 @@ export function* submission(id: number): Program<SubmissionRecord | null> {
 }
 
 export function* inbox(conversationId: string, limit: number): Program<SubmissionRecord[]> {
-  checkId(conversationId, "a conversation id");
+  checkConversationId(conversationId);
   checkLimit(limit, L.readLimit);
   const rows = yield* q<SubmissionRow>(
     `SELECT * FROM ${SUB} WHERE conversation_id = :c AND status = 'queued' ORDER BY id LIMIT CAST(:n AS bigint)`,
@@ -234,7 +241,7 @@ export function* runInputs(runTaskId: TaskId): Program<SubmissionRecord[]> {
  * entries written after everything the run committed so far; follow-ups wait for the final one.
  */
 export function* turnBoundary(r: BoundaryRequest): Program<SubmissionRecord[]> {
-  checkId(r?.conversationId, "a conversation id");
+  checkConversationId(r?.conversationId);
   checkDelivery(r.delivery);
   checkId(r.key, "a boundary key");
   const row = yield* lockConversation(r.conversationId);
@@ -259,7 +266,7 @@ export function* turnBoundary(r: BoundaryRequest): Program<SubmissionRecord[]> {
  * Invariant: the run's inputs settle exactly once, in the commit that ends the run.
  */
 export function* finishRun(r: FinishRequest): Program<FinishResult> {
-  checkId(r?.conversationId, "a conversation id");
+  checkConversationId(r?.conversationId);
   checkDelivery(r.delivery);
   if (r.answer) checkEntries([r.answer]);
   checkId(r.key, "a boundary key");
@@ -286,13 +293,13 @@ export function* finishRun(r: FinishRequest): Program<FinishResult> {
 }
 
 export function* settleEndedRun(conversationId: string): Program<boolean> {
-  checkId(conversationId, "a conversation id");
+  checkConversationId(conversationId);
   return yield* settleIfEnded(yield* lockConversation(conversationId));
 }
 
 /** spec §17.8: queued inputs become unanswered with `reason`; the entries already written stay. */
 export function* withdrawQueued(conversationId: string, reason: string): Program<number> {
-  checkId(conversationId, "a conversation id");
+  checkConversationId(conversationId);
   checkId(reason, "a reason");
   const row = yield* lockConversation(conversationId);
   const rows = yield* q(

@@ -9,6 +9,8 @@ import { ENTRY_KINDS, type EntryKind, type NewEntry, type StateWrite } from "./t
 /** Bounds (spec §17.10). */
 export const CONVERSATION_LIMITS = {
   idLength: 200,
+  /** Shorter than other ids: its engine scope, `conversation:<id>`, is a name of at most 200 (spec §2.1). */
+  conversationIdLength: 180,
   titleLength: 1_000,
   metadataBytes: 64 * 1024,
   entryBytes: DEFAULT_MAX_PAYLOAD_BYTES,
@@ -40,6 +42,16 @@ export function checkId(value: unknown, what: string): string {
     );
   }
   return value;
+}
+
+/** A conversation id: as checkId, at most 180 characters (spec §17.1). */
+export function checkConversationId(value: unknown, what = "a conversation id"): string {
+  checkId(value, what);
+  if ((value as string).length > CONVERSATION_LIMITS.conversationIdLength)
+    throw new ValidationError(
+      `${what} must be at most ${CONVERSATION_LIMITS.conversationIdLength} characters`,
+    );
+  return value as string;
 }
 
 export function checkTitle(value: unknown): string | null {
