@@ -570,6 +570,13 @@ CREATE INDEX ratchet_usage_created ON {s}.ratchet_usage (created_at);
     // The dispatch layer's items, attempts, timelines and seats (spec §20.18); the text is shared with SQLite.
     sql: DISPATCH_SCHEMA_PG,
   },
+  {
+    version: 14,
+    sql: `
+-- A closed conversation takes no more input (spec §17.8): see the SQLite migration 11.
+ALTER TABLE {s}.ratchet_conversations ADD COLUMN closed_at bigint;
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

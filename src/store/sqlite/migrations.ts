@@ -395,6 +395,13 @@ CREATE INDEX ratchet_usage_created ON ratchet_usage (created_at);
     // The dispatch layer's items, attempts, timelines and seats (spec §20.18); the text is shared with PostgreSQL.
     sql: DISPATCH_SCHEMA_SQLITE,
   },
+  {
+    version: 11,
+    sql: `
+-- A closed conversation takes no more input (spec §17.8): set once by closeConversation.
+ALTER TABLE ratchet_conversations ADD COLUMN closed_at INTEGER;
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
