@@ -27,6 +27,12 @@ export interface RunnerOptions {
   /** The runner's name in leases (default host:pid:random). */
   id?: string;
   random?: Random;
+  /**
+   * Named debug points (tests): awaited where a runner may die in a pass —
+   * `launched` (a session started, not yet bound), `decided` (a decision
+   * made, not yet applied). A test can pause or kill the runner there.
+   */
+  debug?: (point: "launched" | "decided", attemptId: string) => Promise<void>;
 }
 
 /** What an attempt's stored spawn holds: the request, and the kept session it revives (if any). */
@@ -46,6 +52,7 @@ export class RunnerContext {
   readonly batch: number;
   readonly id: string;
   readonly random: Random;
+  readonly debug: NonNullable<RunnerOptions["debug"]> | null;
   /** Worker kinds backing off after a capacity refusal, until when (read each pass, spec §20.21). */
   readonly backoffUntil = new Map<string, number>();
 
@@ -72,6 +79,7 @@ export class RunnerContext {
       throw new ConfigError("leaseMs must be at least 1,000");
     this.id = o.id ?? `${hostname()}:${process.pid}:${Math.floor(Math.random() * 1e9).toString(36)}`;
     this.random = o.random ?? systemRandom;
+    this.debug = o.debug ?? null;
   }
 
   stepOf(a: { pipeline: string; phase: string }): Step | null {

@@ -43,6 +43,7 @@ export async function launch(
     const m = await ctx.ops.moveAttempt(ctx.guard(a), { resumeFallback: true }, { resumeFallback: true });
     return { result: m.kind === "moved" ? "refused" : "stale", attempt: m.kind === "moved" ? m.attempt : a };
   }
+  await ctx.debug?.("launched", a.id);
   await ctx.ops.clearCapacityRefusals(worker.kind);
   ctx.backoffUntil.delete(worker.kind);
   const patch = fallback ? { session: outcome.session, resumeFallback: true } : { session: outcome.session };

@@ -136,6 +136,7 @@ export class DispatchRunner {
       timeouts: ctx.timeouts,
       now,
     });
+    await ctx.debug?.("decided", a.id);
     let applied = await applyDecision(ctx, a, worker, reading, d, now);
     if (applied === "nothing" && a.state === "sleeping" && a.wakeRequestedAt !== null)
       applied = await wake(ctx, a, worker, wakeIsOverdue(ctx, a, now));
