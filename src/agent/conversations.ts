@@ -139,6 +139,16 @@ export class Conversations {
     return this.store.conversations.deleteConversation(id);
   }
 
+  /**
+   * Closes it (spec §17.8): later submissions are refused (`RATCHET_INVALID_STATE`) and queued
+   * inputs end `unanswered` with `closed`; the run in progress may finish, unless `abort` is set.
+   */
+  async close(id: string, opts: { abort?: boolean; timeoutMs?: number } = {}): Promise<boolean> {
+    const closed = await this.store.conversations.closeConversation(id);
+    if (opts.abort) await this.abort(id, { timeoutMs: opts.timeoutMs });
+    return closed;
+  }
+
   /** A new conversation with copies of the entries up to `atSeq` and of the state (spec §17.7). */
   fork(from: string, atSeq: number, opts: CreateOptions & { id?: string } = {}): Promise<ConversationRecord> {
     const id = opts.id ?? randomUUID();

@@ -118,6 +118,16 @@ export const CONVERSATION_PATHS = {
       responses: { ...ok("{ withdrawn, marked }"), ...errors(400, 401, 403, 404, 415) },
     },
   },
+  "/api/conversations/{id}/close": {
+    post: {
+      summary: "Close it: later submissions are refused, queued inputs end unanswered (closed) (spec §17.8)",
+      parameters: [convParam],
+      responses: {
+        ...ok("{ closed }: false when it was closed already"),
+        ...errors(400, 401, 403, 404, 415),
+      },
+    },
+  },
   "/api/submissions/{id}": {
     get: {
       summary: "One submission: queued, placed, done (answerSeq) or unanswered (reason)",

@@ -157,6 +157,24 @@ forEachBackend(() => {
       expect((await r.list({ limit: 10 })).map((t) => t.outcome)).toEqual(["aborted", "aborted"]);
     });
 
+    it("§17.8 close: queued input ends unanswered (closed), the run in progress still answers, later input is refused", async () => {
+      const run = makeRun();
+      const r = await openRatchet([run.task]);
+      const c = openConversations(r, run);
+      await c.create("c1");
+      const a = await c.submit("c1", { text: "A", park: true });
+      await drain(r);
+      const runId = (await c.get("c1"))!.runTaskId!;
+      const f = await c.submit("c1", { text: "F" });
+      expect(await c.close("c1")).toBe(true);
+      expect(await f.wait()).toMatchObject({ status: "unanswered", reason: "closed" });
+      await expectCode(() => c.submit("c1", { text: "late" }), "RATCHET_INVALID_STATE");
+      await r.signal(`go:${runId}`);
+      await drain(r);
+      expect((await a.wait()).status).toBe("done");
+      expect((await c.get("c1"))!.runTaskId).toBeNull();
+    });
+
     it("§17.9 delete removes a conversation with what it holds; §17.3 context starts at the newest reset", async () => {
       const run = makeRun();
       const r = await openRatchet([run.task]);

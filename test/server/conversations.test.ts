@@ -84,6 +84,13 @@ forEachBackend(() => {
       const res = await aborting;
       expect(res.status).toBe(200);
       expect(await res.json()).toMatchObject({ withdrawn: 1, marked: 1 });
+      const closed = await s.call("/api/conversations/c1/close", { method: "POST", json: {} });
+      expect(await closed.json()).toEqual({ closed: true });
+      const late = await s.call("/api/conversations/c1/submissions", {
+        method: "POST",
+        json: { input: "late" },
+      });
+      expect(late.status).toBe(409);
       for (const [path, init] of [
         ["/api/conversations/bad%20id", {}],
         ["/api/conversations/c1/submissions", { method: "POST", json: { text: "no input field" } }],

@@ -11,6 +11,7 @@
  * - GET  /api/submissions/:id                         — one submission
  * - POST /api/conversations/:id/abort {background?}   — withdraws queued inputs, aborts the run's
  *   tree and answers once the conversation is idle
+ * - POST /api/conversations/:id/close                — closes it: later input refused, queued withdrawn
  * - GET  /api/tasks/:id/entries                       — the entries a task wrote
  * Submitting needs the run (`defineRun`) among the server's definitions; reading does not.
  */
@@ -138,6 +139,13 @@ export function registerConversationRoutes(
     if (!(await ops().getConversation(id)))
       throw new HttpError(404, "RATCHET_NOT_FOUND", `conversation "${id}" not found`);
     return c.json(await writer().abort(id, { background: body.background === true, timeoutMs }));
+  });
+
+  app.post("/api/conversations/:id/close", async (c) => {
+    const id = conversationId(c.req.param("id"));
+    const body = await readObject(c.req);
+    onlyKeys(body, [], "close");
+    return c.json({ closed: await ops().closeConversation(id) });
   });
 
   app.get("/api/conversations/:id/events", async (c) => {

@@ -31,6 +31,7 @@ export function conversationOps(write: ProgramRunner, read: ProgramRunner = writ
     finishRun: (r) => write(() => sub.finishRun(r)),
     settleEndedRun: (id) => write(() => sub.settleEndedRun(id)),
     liveInScope: (scope) => read(() => liveInScope(scope)),
+    closeConversation: (id) => write(() => sub.closeConversation(id)),
     withdrawQueued: (id, reason) => write(() => sub.withdrawQueued(id, reason)),
   };
 }

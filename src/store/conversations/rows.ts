@@ -22,6 +22,7 @@ export interface ConversationRow {
   parent_seq: number | null;
   next_seq: number;
   run_task_id: number | null;
+  closed_at: number | null;
   created_at: number;
   updated_at: number;
 }
@@ -35,6 +36,7 @@ export function toConversation(r: ConversationRow): ConversationRecord {
     parent: r.parent_id === null ? null : { conversationId: r.parent_id, seq: Number(r.parent_seq) },
     length: Number(r.next_seq),
     runTaskId: r.run_task_id === null ? null : Number(r.run_task_id),
+    closedAt: r.closed_at === null || r.closed_at === undefined ? null : Number(r.closed_at),
     createdAt: Number(r.created_at),
     updatedAt: Number(r.updated_at),
   };

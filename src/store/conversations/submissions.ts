@@ -6,7 +6,7 @@
  * `run_task_id` is the one run in progress: it is set only by the commit that creates the run and
  * cleared only by the run's final boundary or by the settlement of a run that ended without one.
  */
-import { ConversationBusyError, ValidationError } from "../../errors.js";
+import { ConversationBusyError, InvalidStateError, ValidationError } from "../../errors.js";
 import type { NewTask, TaskId } from "../store.js";
 import { one, type Program, q } from "../tree/program.js";
 import { appendEntries } from "./conversations.js";
@@ -183,6 +183,8 @@ export function* submit(r: SubmitRequest): Program<SubmitResult> {
     );
     if (found) return { submission: toSubmission(found), created: false };
   }
+  if (row.closed_at !== null)
+    throw new InvalidStateError(`conversation "${row.id}" is closed; it takes no more input`);
   yield* settleIfEnded(row);
   const waiting = yield* one(
     `SELECT id FROM ${SUB} WHERE conversation_id = :c AND status = 'queued' LIMIT 1`,
@@ -308,4 +310,18 @@ export function* withdrawQueued(conversationId: string, reason: string): Program
     { c: row.id, reason },
   );
   return rows.length;
+}
+
+/** spec §17.8: seals the inbox; the queued inputs are withdrawn with the reason `closed`. */
+export function* closeConversation(conversationId: string): Program<boolean> {
+  checkConversationId(conversationId);
+  const row = yield* lockConversation(conversationId);
+  if (row.closed_at !== null) return false;
+  yield* q(`UPDATE ${C} SET closed_at = :now, updated_at = :now WHERE id = :id`, { id: row.id });
+  yield* q(
+    `UPDATE ${SUB} SET status = 'unanswered', reason = 'closed', settled_at = :now
+     WHERE conversation_id = :c AND status = 'queued'`,
+    { c: row.id },
+  );
+  return true;
 }

@@ -39,6 +39,8 @@ export interface ConversationRecord {
   length: number;
   /** The run in progress, or null when none (spec §17.5). */
   runTaskId: TaskId | null;
+  /** When it was closed: it takes no more input (spec §17.8). */
+  closedAt: number | null;
   createdAt: number;
   updatedAt: number;
 }
@@ -114,7 +116,7 @@ export interface SubmissionRecord {
   mode: "follow-up" | "steer";
   input: unknown;
   status: SubmissionStatus;
-  /** Why it was not answered: `aborted`, `run_failed`, `no_answer`, `deleted` (spec §17.6). */
+  /** Why it was not answered: `aborted`, `closed`, `run_failed`, `no_answer`, `deleted` (spec §17.6). */
   reason: string | null;
   /** Its user entry, once placed. */
   entrySeq: number | null;
@@ -216,6 +218,11 @@ export interface ConversationOps {
   settleEndedRun(id: ConversationId): Promise<boolean>;
   /** Live tasks of a conversation's scope, background ones included (spec §17.8, abort with background). */
   liveInScope(scope: string): Promise<number>;
+  /**
+   * Closes the conversation: later submissions are refused and queued inputs withdrawn
+   * (`unanswered`, `closed`); the run in progress may finish. False when it was closed already.
+   */
+  closeConversation(id: ConversationId): Promise<boolean>;
   /** Withdraws every queued input (unanswered, `reason`); returns how many (spec §17.8). */
   withdrawQueued(id: ConversationId, reason: string): Promise<number>;
 }

@@ -316,6 +316,26 @@ export function registerConversationTests(it: Define): void {
     expect((await o.entries("c1", { limit: 10 })).map((e) => e.kind)).toEqual(["user"]);
   });
 
+  it("§17.8 closeConversation withdraws queued inputs (closed) and refuses later submissions", async (env) => {
+    const { store, expect } = env;
+    const o = ops(store);
+    await newConversation(store);
+    const a = await o.submit(submitOf("c1"));
+    const q = await o.submit(submitOf("c1", { input: '"Q"' }));
+    expect(await o.closeConversation("c1")).toBe(true);
+    expect(await o.closeConversation("c1")).toBe(false);
+    expect((await o.submission(q.submission.id))!).toMatchObject({ status: "unanswered", reason: "closed" });
+    expect((await o.submission(a.submission.id))!.status).toBe("placed");
+    expect((await o.getConversation("c1"))!.closedAt).toBeGreaterThan(0);
+    const before = await snapshot(env, "c1");
+    await rejection(() => o.submit(submitOf("c1", { requestId: "late" })), "RATCHET_INVALID_STATE");
+    expect(await snapshot(env, "c1")).toEqual(before);
+    expect(
+      (await o.forkConversation("c1", 0, { id: "f", title: null, metadata: null, ownerTaskId: null }))
+        .closedAt,
+    ).toBeNull();
+  });
+
   it("§17.9 deleteConversation removes everything it holds; refused while its run is live", async ({
     store,
     expect,
