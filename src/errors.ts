@@ -28,6 +28,8 @@ export type ErrorCode =
   | "RATCHET_CONVERSATION_BUSY"
   | "RATCHET_STREAM_CLOSED"
   | "RATCHET_STREAM_FULL"
+  /** An execution environment's file or process call failed (spec §19.1); `kind` says how. */
+  | "RATCHET_ENV"
   | "RATCHET_INVALID_PIPELINE"
   /** A model provider refused or failed a request (spec §18.2); `retryable` says whether another try may work. */
   | "RATCHET_MODEL_RATE_LIMITED"

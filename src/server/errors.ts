@@ -48,6 +48,7 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   RATCHET_CONVERSATION_BUSY: 409,
   RATCHET_STREAM_CLOSED: 409,
   RATCHET_STREAM_FULL: 409,
+  RATCHET_ENV: 500,
   RATCHET_STORE: 503,
   // A model provider's failure seen through the API (spec §18.2): the upstream's fault, or its limit.
   RATCHET_MODEL_RATE_LIMITED: 503,
