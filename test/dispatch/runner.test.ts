@@ -191,5 +191,50 @@ describe("the dispatch runner (spec §20.22)", () => {
       }
       expect(new Set(worker.calls.filter((c) => c.op === "start").map((c) => c.session)).size).toBe(6);
     });
+
+    it("§20.14 a forget the worker does not confirm changes nothing and is tried again on the next pass", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [step("build", "ok")] }],
+        workers: [worker],
+      });
+      await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      const [a] = await store.dispatch.listAttempts({ limit: 1 });
+      expect(a!.state).toBe("succeeded");
+      clock.advance(72 * 3_600_000 - 1);
+      expect((await r.pass()).forgotten).toEqual([]);
+      clock.advance(1);
+      worker.refuseForgets = 1;
+      expect(await r.pass()).toMatchObject({ forgotten: [], failed: [a!.session] });
+      expect((await store.dispatch.getAttempt(a!.id))!.forgotten).toBe(false);
+      expect(await r.pass()).toMatchObject({ forgotten: [a!.session], failed: [] });
+      expect((await store.dispatch.getAttempt(a!.id))!.forgotten).toBe(true);
+      expect(await worker.read(a!.session!)).toEqual({ kind: "absent" });
+    });
+
+    it("§20.24 a close-out reported to the store closes the attempt; after its grace the session is stopped and it settles by it", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [step("build", "wait")] }],
+        workers: [worker],
+      });
+      const item = await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      const [a] = await store.dispatch.listAttempts({ limit: 1 });
+      await store.dispatch.recordCloseout(a!.id, '{"outcome":"succeeded","summary":"reported"}');
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["nothing"]);
+      clock.advance(120_000);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["stop"]);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["settle"]);
+      expect(await store.dispatch.getAttempt(a!.id)).toMatchObject({ state: "succeeded", forced: null });
+      expect((await store.dispatch.getItem(item.id))!.state).toBe("done");
+    });
   });
 });

@@ -6,7 +6,7 @@ import type { ForcedFailure, Instant } from "../../core/dispatch/model.js";
 import { routeOf } from "../../core/dispatch/route.js";
 import { shouldKeep } from "../../core/dispatch/sessions.js";
 import type { AttemptRow, ItemRoute, KeepWrite, MoveResult } from "../../store/dispatch/ops.js";
-import type { Closeout, WorkerAdapter } from "../workers/adapter.js";
+import { type Closeout, parseCloseout, type WorkerAdapter } from "../workers/adapter.js";
 import type { RunnerContext } from "./context.js";
 
 /**
@@ -34,7 +34,13 @@ export async function settle(
   now: Instant,
   detail: unknown,
 ): Promise<MoveResult> {
-  const closeout = a.session !== null ? await worker.closeout(a.session) : null;
+  // A close-out reported to the store wins over one the session left with its host (spec §20.24).
+  const closeout =
+    a.closeout !== null
+      ? parseCloseout(a.closeout)
+      : a.session !== null
+        ? await worker.closeout(a.session)
+        : null;
   const succeeded = outcomeOf(forced, closeout, exitCode);
   const item = await ctx.ops.getItem(a.itemId);
   const pipeline = ctx.pipelines.get(a.pipeline);

@@ -336,4 +336,25 @@ export function registerDispatchStoreCases(define: Define): void {
       ]);
     },
   );
+
+  define(
+    "§20.24 a close-out recorded for a live attempt closes it (closed-out); for a settled one it changes nothing",
+    async ({ ops, expect, clock }) => {
+      const { attempt: a } = await started(ops);
+      const c = '{"outcome":"succeeded","summary":"done"}';
+      const r = await ops.recordCloseout(a.id, c);
+      expect(r).toMatchObject({
+        state: "closing",
+        closing: "closed-out",
+        closingAt: clock.now(),
+        closeout: c,
+        version: 1,
+      });
+      const s = { state: "succeeded" as const, forced: null, sessionStopped: true, closeout: c };
+      await ops.settleAttempt({ id: a.id, version: 1, holder: HOLDER }, s, null, null, null);
+      expect(await ops.recordCloseout(a.id, '{"outcome":"failed"}')).toBeNull();
+      expect((await ops.getAttempt(a.id))!.closeout).toBe(c);
+      expect(await ops.recordCloseout("424242", c)).toBeNull();
+    },
+  );
 }

@@ -99,6 +99,8 @@ export class FakeWorker implements WorkerAdapter {
   readonly calls: { op: string; session: string }[] = [];
   /** Refuse the next starts with this cause (a test's way to script a refusal). */
   refuseNext: { cause: "capacity" | "other"; count: number } | null = null;
+  /** Refuse this many forgets (a host that does not confirm). */
+  refuseForgets = 0;
 
   constructor(o: FakeWorkerOptions = {}) {
     this.kind = o.kind ?? "fake";
@@ -213,6 +215,10 @@ export class FakeWorker implements WorkerAdapter {
 
   async forget(session: string): Promise<ForgetOutcome> {
     this.calls.push({ op: "forget", session });
+    if (this.refuseForgets > 0) {
+      this.refuseForgets--;
+      return { kind: "refused", message: "scripted refusal" };
+    }
     return this.#sessions.delete(session) ? { kind: "forgotten" } : { kind: "absent" };
   }
 

@@ -232,3 +232,24 @@ export function* attemptEvents(id: string, after: number, limit: number): Progra
 export function* noteEvent(id: string, kind: string, detail: unknown): Program<void> {
   yield* event(id, kind, detail);
 }
+
+/**
+ * A close-out reported to the store (CLI `ratchet dispatch closeout`, HTTP),
+ * for a live attempt (spec §20.24): kept with the attempt, and an attempt
+ * not closing yet moves to `closing` for `closed-out`, its version bumped.
+ * The runner then stops the session after its grace and settles by it.
+ * Invariant: a close-out for a settled or unknown attempt changes nothing.
+ */
+export function* recordCloseout(id: string, closeout: string): Program<AttemptRow | null> {
+  const r = yield* one(
+    `UPDATE ${A} SET closeout = :closeout, version = version + 1, updated_at = :now,
+       closing = CASE WHEN state = 'closing' THEN closing ELSE 'closed-out' END,
+       closing_at = CASE WHEN state = 'closing' THEN closing_at ELSE :now END,
+       state = 'closing'
+     WHERE id = CAST(:id AS bigint) AND ended_at IS NULL RETURNING *`,
+    { id, closeout },
+  );
+  if (!r) return null;
+  yield* event(String(r.id), "closeout", JSON.parse(closeout));
+  return toAttempt(r);
+}

@@ -127,6 +127,13 @@ export class DispatchOps {
     return this.run(() => seat.wakeAttempt(g, defaultSeats, overCap));
   }
 
+  /** spec §20.24: `closeout` is checked JSON text (`parseCloseout`'s shape), at most 256 KiB. */
+  async recordCloseout(attemptId: string, closeout: string): Promise<AttemptRow | null> {
+    if (typeof closeout !== "string" || Buffer.byteLength(closeout) > 256 * 1024)
+      throw new ValidationError("a close-out is JSON text of at most 256 KiB");
+    return this.run(() => att.recordCloseout(id("attempt id", attemptId), closeout));
+  }
+
   async getAttempt(attemptId: string): Promise<AttemptRow | null> {
     return this.run(() => att.getAttempt(id("attempt id", attemptId)));
   }
