@@ -175,6 +175,38 @@ forEachBackend(() => {
       expect((await c.get("c1"))!.runTaskId).toBeNull();
     });
 
+    it("§17.1 an owned conversation's run is owned by the live owner task: the owner's abort reaches it, bottom-up", async () => {
+      const owner = defineTask({
+        name: "agent.owner",
+        async run(ctx) {
+          await ctx.waitForEvent(`owner:${ctx.taskId}`, { timeoutMs: 60_000 });
+        },
+      });
+      const run = makeRun();
+      const r = await openRatchet([run.task, owner]);
+      const c = openConversations(r, run);
+      const ownerId = await r.enqueue(owner);
+      await drain(r);
+      await c.create("sub", { ownerTaskId: ownerId });
+      const s = await c.submit("sub", { text: "A", park: true });
+      await drain(r);
+      const runId = (await c.get("sub"))!.runTaskId!;
+      expect((await r.get(runId))!.ownerId).toBe(ownerId);
+      await r.abort(ownerId);
+      await until(async () => {
+        await drain(r);
+        return (await r.get(ownerId))!.status === "terminal";
+      }, "the owner ended");
+      const [o, t] = [(await r.get(ownerId))!, (await r.get(runId))!];
+      expect([o.outcome, t.outcome]).toEqual(["aborted", "aborted"]);
+      expect(t.endedAt!).toBeLessThanOrEqual(o.endedAt!);
+      expect(await s.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+      // The owner is terminal: later work in the conversation is ordinary work, owned by no task.
+      await c.submit("sub", { text: "B" });
+      const next = (await c.get("sub"))!.runTaskId!;
+      expect((await r.get(next))!.ownerId).toBeNull();
+    });
+
     it("§17.9 delete removes a conversation with what it holds; §17.3 context starts at the newest reset", async () => {
       const run = makeRun();
       const r = await openRatchet([run.task]);

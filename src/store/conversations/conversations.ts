@@ -18,7 +18,7 @@ import {
   toConversation,
   toEntry,
 } from "./rows.js";
-import { conversationScope, insertTask } from "./tasks.js";
+import { insertTask } from "./tasks.js";
 import type {
   CommitResult,
   ConversationCommit,
@@ -258,7 +258,7 @@ export function* commitConversation(c: ConversationCommit): Program<CommitResult
       );
   }
   const taskIds: number[] = [];
-  for (const t of c.tasks) taskIds.push(yield* insertTask(t, conversationScope(row.id), c.maxDepth));
+  for (const t of c.tasks) taskIds.push(yield* insertTask(t, row, c.maxDepth));
   if (c.entries.length === 0) yield* q(`UPDATE ${C} SET updated_at = :now WHERE id = :id`, { id: row.id });
   if (c.key !== null)
     yield* q(`INSERT INTO ${CM} (conversation_id, key, result) VALUES (:c, :k, :r)`, {

@@ -22,7 +22,7 @@ import {
   T,
   toSubmission,
 } from "./rows.js";
-import { conversationScope, insertTask } from "./tasks.js";
+import { insertTask } from "./tasks.js";
 import type {
   BoundaryRequest,
   DeliveryMode,
@@ -153,7 +153,7 @@ function* finalBoundary(
   ]);
   let run: TaskId | null = null;
   if (items.length > 0) {
-    run = yield* insertTask(runTask, conversationScope(row.id), maxDepth);
+    run = yield* insertTask(runTask, row, maxDepth);
     yield* place(row, items, run);
   }
   yield* q(`UPDATE ${C} SET run_task_id = :run, updated_at = :now WHERE id = :id`, { id: row.id, run });
@@ -204,7 +204,7 @@ export function* submit(r: SubmitRequest): Program<SubmitResult> {
   if (!busy) {
     if (waiting) yield* finalBoundary(row, r.delivery, r.run, r.maxDepth);
     else {
-      const run = yield* insertTask(r.run, conversationScope(row.id), r.maxDepth);
+      const run = yield* insertTask(r.run, row, r.maxDepth);
       const sub = yield* one<SubmissionRow>(`SELECT * FROM ${SUB} WHERE id = :id`, { id });
       yield* place(row, [sub!], run);
       yield* q(`UPDATE ${C} SET run_task_id = :run WHERE id = :id`, { id: row.id, run });

@@ -14,22 +14,42 @@ export function conversationScope(id: string): string {
 }
 
 /**
+ * The owner a conversation's new task gets (spec §17.1): the conversation's owner task while that
+ * task is live, so the owner's abort cascades to it and the owner's finish waits for it (spec
+ * §12.2, §12.4); none once the owner is terminal, when later work there runs as ordinary work.
+ */
+function* liveOwner(ownerTaskId: number | null): Program<{ id: number; detached: number } | null> {
+  if (ownerTaskId === null) return null;
+  const o = yield* one<{ id: number; detached: number }>(
+    `SELECT id, detached FROM ${T} WHERE id = :id AND status <> 'terminal' @share`,
+    { id: ownerTaskId },
+  );
+  return o ? { id: Number(o.id), detached: Number(o.detached) } : null;
+}
+
+/**
  * Inserts a plain task in the conversation's scope, counted by admission like any task of its
- * queue (spec §2.7). Dedupe keys, needs and flow keys belong to `enqueue`; a commit refuses them
- * rather than silently ignoring them.
+ * queue (spec §2.7), owned by the conversation's live owner task if it has one. Dedupe keys, needs
+ * and flow keys belong to `enqueue`; a commit refuses them rather than silently ignoring them.
  * Invariant: the task is written in the caller's transaction or not at all.
  */
-export function* insertTask(t: NewTask, scope: string, maxDepth: number): Program<TaskId> {
+export function* insertTask(
+  t: NewTask,
+  conversation: { id: string; owner_task_id: number | null },
+  maxDepth: number,
+): Program<TaskId> {
+  const scope = conversationScope(conversation.id);
   if (t.dedupe !== null || t.needs.length > 0 || t.flow)
     throw new ValidationError("a conversation commit creates plain tasks: no dedupe key, needs or flow key");
   const live = (yield { op: "live", queue: t.queue }) as number;
   if (live + 1 > maxDepth) throw new QueueFullError(t.queue, live, maxDepth, 1);
   const delay = Math.max(0, t.delayMs);
+  const owner = yield* liveOwner(conversation.owner_task_id);
   const row = yield* one<{ id: number }>(
     `INSERT INTO ${T} (queue, name, version, input, status, priority, order_key, max_ms, max_attempts, run_after, wake_at,
-        job, created_at, updated_at, scope)
+        job, created_at, updated_at, scope, owner_id, detached)
      VALUES (:queue, :name, :version, :input, :status, :priority, :now - CAST(:prio AS bigint) * 360000, :max_ms,
-        :max_attempts, :now + CAST(:delay AS bigint), NULL, :job, :now, :now, :scope)
+        :max_attempts, :now + CAST(:delay AS bigint), NULL, :job, :now, :now, :scope, :owner, :detached)
      RETURNING id`,
     {
       queue: t.queue,
@@ -44,11 +64,14 @@ export function* insertTask(t: NewTask, scope: string, maxDepth: number): Progra
       delay,
       job: t.job,
       scope,
+      owner: owner?.id ?? null,
+      detached: owner?.detached ?? 0,
     },
   );
   const id = Number(row!.id);
   if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id });
   if (t.gates) yield* applyGates(id, t.queue, t.priority, t.gates);
+  if (owner) yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: owner.id });
   yield { op: "bump", queue: t.queue, n: 1 };
   if (delay === 0) yield { op: "notify" };
   return id;
