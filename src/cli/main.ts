@@ -15,6 +15,7 @@ import { RatchetError } from "../errors.js";
 import { UsageError } from "./args.js";
 import { registerConversations } from "./commands/conversations.js";
 import { registerDemo } from "./commands/demo.js";
+import { registerDispatch } from "./commands/dispatch.js";
 import { registerEnqueue } from "./commands/enqueue.js";
 import { registerInspect } from "./commands/inspect.js";
 import { registerRun } from "./commands/run.js";
@@ -58,6 +59,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerSteer(program);
   registerStream(program);
   registerConversations(program);
+  registerDispatch(program);
   registerDemo(program);
   registerServe(program);
   for (const c of everyCommand(program)) {

@@ -81,6 +81,13 @@ export type {
   ItemRow,
   SeatRow,
 } from "../store/dispatch/ops.js";
+export {
+  buildWorkers,
+  DEFAULT_DISPATCH_CONFIG,
+  type DispatchConfig,
+  readDispatchConfig,
+  type WorkerConfig,
+} from "./config.js";
 export type { RunnerOptions } from "./runner/context.js";
 export { DispatchRunner, type PassReport } from "./runner/runner.js";
 export { outcomeOf } from "./runner/settle.js";

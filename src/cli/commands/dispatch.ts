@@ -1,0 +1,238 @@
+/**
+ * Dispatch commands (spec §20.25): `ratchet dispatch run` (the runner),
+ * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet items`, `ratchet item add
+ * PIPELINE JSON`, `ratchet item close ID`, `ratchet attempts`, `ratchet attempt ID`
+ * (the attempt and its timeline). Every command takes --json.
+ */
+import type { Command } from "commander";
+import { definePipeline } from "../../core/dispatch/pipeline.js";
+import { buildWorkers, DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
+import { DispatchRunner } from "../../dispatch/runner/runner.js";
+import { parseCloseout } from "../../dispatch/workers/adapter.js";
+import { ConfigError, ValidationError } from "../../errors.js";
+import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
+import { option, parseInteger, parseJson, UsageError } from "../args.js";
+import { iso, pairs, print, printJson, short, table } from "../format.js";
+import { nextSignal, type Session, withSession } from "../session.js";
+
+const limitOption = option((t) => parseInteger(t, "--limit", 1, 1_000));
+const intervalOption = option((t) => parseInteger(t, "--interval", 10, 60_000));
+const ITEM_STATES = ["open", "running", "done", "closed", "archived"];
+
+function opsOf(s: Session): DispatchOps {
+  const ops = (s.ratchet.store as unknown as Partial<DispatchCapable>).dispatch;
+  if (!ops) throw new ConfigError("this store has no dispatch operations");
+  return ops;
+}
+
+function state(o: { state?: string }, allowed: readonly string[]): string | null {
+  if (o.state === undefined) return null;
+  if (!allowed.includes(o.state)) throw new UsageError(`--state must be one of ${allowed.join(", ")}`);
+  return o.state;
+}
+
+export function registerDispatch(program: Command): void {
+  const dispatch = program.command("dispatch").description("supervise agent sessions (spec §20)");
+  dispatch
+    .command("run")
+    .description(
+      `run the dispatch runner until SIGINT/SIGTERM (config: --config or ${DEFAULT_DISPATCH_CONFIG})`,
+    )
+    .option("--config <file>", "dispatch configuration (JSON)")
+    .option(
+      "--interval <ms>",
+      "wait between passes (default the config's intervalMs, else 1000)",
+      intervalOption,
+    )
+    .action(async (o: { config?: string; interval?: number }, cmd: Command) => {
+      const c = readDispatchConfig(o.config ?? DEFAULT_DISPATCH_CONFIG);
+      await withSession(cmd, {}, async (s) => {
+        const runner = new DispatchRunner({
+          store: { dispatch: opsOf(s), now: () => s.ratchet.store.now() },
+          pipelines: c.pipelines,
+          workers: buildWorkers(c),
+          seats: c.seats,
+          timeouts: c.timeouts,
+          leaseMs: c.leaseMs,
+        });
+        const onPass = (r: Awaited<ReturnType<DispatchRunner["pass"]>>) => {
+          if (s.json) return print(JSON.stringify(r));
+          for (const d of r.decisions.filter((x) => x.applied !== "nothing"))
+            print(`attempt ${d.attempt}: ${d.action} (${d.rule}) ${d.applied}`);
+          for (const e of r.errors) print(`error: attempt ${e.attempt ?? "-"}: ${e.message}`);
+        };
+        const done = runner.run({ intervalMs: o.interval ?? c.intervalMs, onPass });
+        await Promise.race([nextSignal().then(() => runner.stop()), done]);
+        await done;
+      });
+    });
+
+  dispatch
+    .command("closeout")
+    .description('report an attempt\'s close-out: {"outcome":"succeeded"|"failed","summary"?,"data"?}')
+    .argument("<attempt>", "attempt id")
+    .argument("<json>", "the close-out")
+    .action(async (attempt: string, text: string, _o: unknown, cmd: Command) => {
+      const value = parseJson(text, "the close-out") as { outcome?: unknown };
+      const checked = parseCloseout(JSON.stringify(value));
+      if (checked.outcome !== value.outcome) throw new ValidationError(`bad close-out: ${checked.summary}`);
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const a = await opsOf(s).recordCloseout(attempt, JSON.stringify(checked));
+        if (!a) throw new UsageError(`attempt ${attempt} is not live (settled or unknown)`);
+        if (s.json) return printJson(a);
+        print(`attempt ${a.id} is ${a.state} (${a.closing})`);
+      });
+    });
+
+  program
+    .command("items")
+    .description("list dispatch items (id order)")
+    .option("--state <s>", `only items in this state (${ITEM_STATES.join(", ")})`)
+    .option("--pipeline <name>", "only items of this pipeline")
+    .option("--after <id>", "only items after this id")
+    .option("--limit <n>", "at most this many (default 100, up to 1000)", limitOption)
+    .action(
+      async (o: { state?: string; pipeline?: string; after?: string; limit?: number }, cmd: Command) => {
+        const st = state(o, ITEM_STATES) as Parameters<DispatchOps["listItems"]>[0]["state"];
+        await withSession(cmd, { mustExist: true }, async (s) => {
+          const list = await opsOf(s).listItems({
+            state: st,
+            pipeline: o.pipeline,
+            after: o.after,
+            limit: o.limit ?? 100,
+          });
+          if (s.json) return printJson(list);
+          print(
+            table(
+              ["ID", "PIPELINE", "STEP", "STATE", "UPDATED", "INPUT"],
+              list.map((i) => [
+                i.id,
+                i.pipeline,
+                i.step,
+                i.state,
+                iso(i.updatedAt),
+                short(JSON.parse(i.input)),
+              ]),
+            ),
+          );
+        });
+      },
+    );
+
+  const item = program.command("item").description("add or close a dispatch item");
+  item
+    .command("add")
+    .description("add an item to a pipeline of the dispatch configuration")
+    .argument("<pipeline>", "pipeline name")
+    .argument("<json>", "the item's input")
+    .option("--config <file>", `dispatch configuration (default ${DEFAULT_DISPATCH_CONFIG})`)
+    .action(async (name: string, text: string, o: { config?: string }, cmd: Command) => {
+      const input = JSON.stringify(parseJson(text, "the item's input"));
+      const spec = readDispatchConfig(o.config ?? DEFAULT_DISPATCH_CONFIG).pipelines.find(
+        (p) => p.name === name,
+      );
+      if (!spec) throw new UsageError(`the dispatch configuration has no pipeline "${name}"`);
+      const pipeline = definePipeline(spec);
+      await withSession(cmd, {}, async (s) => {
+        const added = await opsOf(s).addItem(pipeline.name, pipeline.start, input);
+        if (s.json) return printJson(added);
+        print(added.id);
+      });
+    });
+
+  item
+    .command("close")
+    .description("close an item; its live attempts close (item-closed) and their sessions are stopped")
+    .argument("<id>", "item id")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const r = await opsOf(s).closeItem(id);
+        if (!r) throw new UsageError(`item ${id} is not open or running`);
+        if (s.json) return printJson(r);
+        print(`item ${id} closed; closing attempts: ${r.closing.join(", ") || "none"}`);
+      });
+    });
+
+  registerAttemptCommands(program);
+}
+
+const ATTEMPT_STATES = [
+  "starting",
+  "reconciling",
+  "running",
+  "sleeping",
+  "waking",
+  "closing",
+  "succeeded",
+  "failed",
+];
+
+function registerAttemptCommands(program: Command): void {
+  program
+    .command("attempts")
+    .description("list dispatch attempts (id order)")
+    .option("--item <id>", "only attempts of this item")
+    .option("--state <s>", `only attempts in this state (${ATTEMPT_STATES.join(", ")})`)
+    .option("--live", "only live attempts")
+    .option("--after <id>", "only attempts after this id")
+    .option("--limit <n>", "at most this many (default 100, up to 1000)", limitOption)
+    .action(
+      async (
+        o: { item?: string; state?: string; live?: boolean; after?: string; limit?: number },
+        cmd: Command,
+      ) => {
+        const st = state(o, ATTEMPT_STATES);
+        await withSession(cmd, { mustExist: true }, async (s) => {
+          const list = await opsOf(s).listAttempts({
+            itemId: o.item,
+            state: st,
+            live: o.live === true,
+            after: o.after,
+            limit: o.limit ?? 100,
+          });
+          if (s.json) return printJson(list);
+          print(
+            table(
+              ["ID", "ITEM", "PHASE", "WORKER", "STATE", "SESSION", "CLAIMED"],
+              list.map((a) => [
+                a.id,
+                a.itemId,
+                a.phase,
+                a.worker,
+                a.forced ? `${a.state}:${a.forced}` : a.state,
+                a.session ?? "-",
+                iso(a.claimedAt),
+              ]),
+            ),
+          );
+        });
+      },
+    );
+
+  program
+    .command("attempt")
+    .description("an attempt and its timeline of readings, decisions and moves")
+    .argument("<id>", "attempt id")
+    .option("--limit <n>", "at most this many events (default 1000)", limitOption)
+    .action(async (id: string, o: { limit?: number }, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const ops = opsOf(s);
+        const attempt = await ops.getAttempt(id);
+        if (!attempt) throw new UsageError(`there is no attempt ${id}`);
+        const events = await ops.events(id, 0, o.limit ?? 1_000);
+        if (s.json) return printJson({ attempt, events });
+        print(
+          pairs([
+            ["attempt", attempt.id],
+            ["item", attempt.itemId],
+            ["phase", `${attempt.pipeline}/${attempt.phase}`],
+            ["state", attempt.forced ? `${attempt.state} (${attempt.forced})` : attempt.state],
+            ["session", attempt.session ?? "-"],
+            ["claimed", iso(attempt.claimedAt)],
+            ["ended", iso(attempt.endedAt)],
+          ]),
+        );
+        for (const e of events) print(`${iso(e.at)}  ${e.kind}  ${short(e.detail, 160)}`);
+      });
+    });
+}
