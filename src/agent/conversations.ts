@@ -72,6 +72,14 @@ export interface SubmitOptions {
   whenBusy?: WhenBusy;
 }
 
+/**
+ * The conversations of one store, served with one run definition. Every write is one store
+ * operation (one transaction); every wait is bounded by `timeoutMs`. `maxPayloadBytes` and
+ * `maxDepth` are this layer's own options: give the values the Ratchet was opened with when those
+ * differ from the defaults.
+ * Invariant: a conversation changes only through the store's conversation operations (spec §17),
+ * so every process sees the same rules whichever one wrote.
+ */
 export class Conversations {
   readonly ratchet: Ratchet;
   readonly store: Store;
