@@ -26,6 +26,20 @@ export type {
   SubmitOptions,
 } from "./conversations.js";
 export { Conversations } from "./conversations.js";
+// The execution environment of a conversation's tools (spec §19.1–§19.5).
+export { type EnvConformanceOptions, registerEnvConformance } from "./env/conformance.js";
+export { LocalEnv, type LocalEnvOptions } from "./env/local.js";
+export type {
+  EnvErrorKind,
+  ExecOptions,
+  ExecResult,
+  ExecutionEnv,
+  FileInfo,
+  FileKind,
+  ReadOptions,
+  WriteOptions,
+} from "./env/types.js";
+export { EnvError } from "./env/types.js";
 export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export type { Settled } from "./submission.js";
