@@ -9,7 +9,7 @@ import { DEFAULT_MAX_PAYLOAD_BYTES, toStorableJson } from "../core/json.js";
 import type { TaskDefinition } from "../engine/definition.js";
 import { type BatchEntry, prepareBatch } from "../engine/enqueue.js";
 import type { Ratchet } from "../engine/ratchet.js";
-import { ConfigError, TimeoutError, UnknownTaskError, ValidationError } from "../errors.js";
+import { ConfigError, UnknownTaskError, ValidationError } from "../errors.js";
 import { conversationScope } from "../store/conversations/tasks.js";
 import type {
   CommitResult,
@@ -259,10 +259,11 @@ export class Conversations {
   }
 
   /**
-   * Stops the conversation (spec §17.8): withdraws its queued inputs (unanswered, `aborted`),
-   * aborts its run's task tree bottom-up with the engine's abort, and resolves once the
-   * conversation is idle. Entries already written stay. With `background`, background work in
-   * the conversation's scope is aborted and awaited too.
+   * Stops the conversation (spec §17.8): in one commit, withdraws its queued inputs (unanswered,
+   * `aborted`) and marks its run's task tree for the engine's abort (bottom-up: each task's abort
+   * handler after the work it owns); resolves once the conversation is idle. Entries already
+   * written stay. With `background`, the background tasks of the conversation's scope are marked
+   * too, and awaited until they end.
    */
   async abort(
     id: string,
@@ -270,29 +271,22 @@ export class Conversations {
   ): Promise<{ withdrawn: number; marked: number }> {
     const background = opts.background ?? false;
     const timeoutMs = opts.timeoutMs ?? 300_000;
-    const withdrawn = await this.store.conversations.withdrawQueued(id, "aborted");
-    const scope = conversationScope(id);
-    const { marked } = await this.ratchet.abortScope(scope, { background });
-    await this.waitForIdle(id, { timeoutMs, background });
+    const deadline = performance.now() + timeoutMs;
+    const r = await this.store.conversations.abortConversation(id, background);
+    // Marks nothing more; lets this process's engine record its definitions, signal and wake up.
+    await this.ratchet.abortScope(conversationScope(id), { background });
+    await this.ratchet.waitForIdle(conversationScope(id), { timeoutMs });
+    if (background)
+      for (const t of r.marked)
+        await this.ratchet.waitFor(t, { timeoutMs: Math.max(0, Math.floor(deadline - performance.now())) });
     await this.store.conversations.settleEndedRun(id);
-    return { withdrawn, marked };
+    return { withdrawn: r.withdrawn, marked: new Set(r.marked).size };
   }
 
-  /** Resolves once no run or task of the conversation is live (background work too, with `background`). */
-  async waitForIdle(id: string, opts: { timeoutMs?: number; background?: boolean } = {}): Promise<void> {
+  /** Resolves once no task of the conversation that ordinary traversal reaches is live (spec §12.12). */
+  async waitForIdle(id: string, opts: { timeoutMs?: number } = {}): Promise<void> {
     checkConversationId(id);
-    const timeoutMs = opts.timeoutMs ?? 300_000;
-    const scope = conversationScope(id);
-    const deadline = performance.now() + timeoutMs;
-    await this.ratchet.waitForIdle(scope, { timeoutMs });
-    let delay = 5;
-    while (opts.background && (await this.store.conversations.liveInScope(scope)) > 0) {
-      const left = deadline - performance.now();
-      if (left <= 0)
-        throw new TimeoutError(`conversation "${id}" still has background work after ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, Math.min(delay, left)));
-      delay = Math.min(delay * 2, 250);
-    }
+    await this.ratchet.waitForIdle(conversationScope(id), { timeoutMs: opts.timeoutMs ?? 300_000 });
     await this.store.conversations.settleEndedRun(id);
   }
 

@@ -19,6 +19,7 @@ import { randomBytes } from "node:crypto";
 import { lstat, mkdir, open, readdir, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { StringDecoder } from "node:string_decoder";
+import { HeadTail } from "../tools/truncate.js";
 import { EnvError, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "./types.js";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -63,43 +64,6 @@ function envError(e: unknown, path?: string): EnvError {
 
 function kindOf(s: { isFile(): boolean; isDirectory(): boolean; isSymbolicLink(): boolean }) {
   return s.isFile() ? "file" : s.isDirectory() ? "directory" : s.isSymbolicLink() ? "symlink" : "other";
-}
-
-/**
- * Keeps the first and last characters of a stream, `max` in all, counting the rest (spec §19.4):
- * a command's start says what it did, its end how it ended; the middle of a long log is the part
- * a model can spare.
- */
-class Kept {
-  head = "";
-  tail = "";
-  bytes = 0;
-  chars = 0;
-  dropped = false;
-  constructor(readonly max: number) {}
-  add(text: string, bytes: number): void {
-    this.bytes += bytes;
-    this.chars += text.length;
-    const half = Math.floor(this.max / 2);
-    let rest = text;
-    if (this.head.length < half) {
-      const take = half - this.head.length;
-      this.head += rest.slice(0, take);
-      rest = rest.slice(take);
-      if (rest.length === 0) return;
-    }
-    this.tail += rest;
-    const room = this.max - half;
-    if (this.tail.length > room) {
-      this.tail = this.tail.slice(this.tail.length - room);
-      this.dropped = true;
-    }
-  }
-  text(): string {
-    if (!this.dropped) return this.head + this.tail;
-    const omitted = this.chars - this.head.length - this.tail.length;
-    return `${this.head}\n[… ${omitted} characters omitted …]\n${this.tail}`;
-  }
 }
 
 export class LocalEnv implements ExecutionEnv {
@@ -301,8 +265,9 @@ function runProcess(
       detached: true,
       stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
-    const out = new Kept(max);
-    const err = new Kept(max);
+    const out = new HeadTail(max);
+    const bytes = { stdout: 0, stderr: 0 };
+    const err = new HeadTail(max);
     let timedOut = false;
     let aborted = false;
     let exited: { code: number | null; signal: string | null } | null = null;
@@ -344,24 +309,25 @@ function runProcess(
         signal: exited?.signal ?? null,
         stdout: out.text(),
         stderr: err.text(),
-        stdoutBytes: out.bytes,
-        stderrBytes: err.bytes,
+        stdoutBytes: bytes.stdout,
+        stderrBytes: bytes.stderr,
         truncated: out.dropped || err.dropped,
         timedOut,
         aborted,
         durationMs: performance.now() - t0,
       });
     };
-    const pipe = (stream: NodeJS.ReadableStream, kept: Kept, name: "stdout" | "stderr") => {
+    const pipe = (stream: NodeJS.ReadableStream, kept: HeadTail, name: "stdout" | "stderr") => {
       const dec = new StringDecoder("utf8");
       stream.on("data", (b: Buffer) => {
         const text = dec.write(b);
-        kept.add(text, b.length);
+        bytes[name] += b.length;
+        kept.add(text);
         if (text) opts.onOutput?.(name, text);
       });
       stream.on("close", () => {
         const rest = dec.end();
-        if (rest) kept.add(rest, 0);
+        if (rest) kept.add(rest);
         if (--open === 0 && exited) finish();
       });
     };

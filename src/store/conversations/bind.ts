@@ -32,6 +32,7 @@ export function conversationOps(write: ProgramRunner, read: ProgramRunner = writ
     settleEndedRun: (id) => write(() => sub.settleEndedRun(id)),
     liveInScope: (scope) => read(() => liveInScope(scope)),
     closeConversation: (id) => write(() => sub.closeConversation(id)),
+    abortConversation: (id, background) => write(() => sub.abortConversation(id, background)),
     withdrawQueued: (id, reason) => write(() => sub.withdrawQueued(id, reason)),
   };
 }

@@ -8,6 +8,7 @@
  */
 import { ConversationBusyError, InvalidStateError, ValidationError } from "../../errors.js";
 import type { NewTask, TaskId } from "../store.js";
+import { abortScope } from "../tree/ops.js";
 import { one, type Program, q } from "../tree/program.js";
 import { appendEntries } from "./conversations.js";
 import {
@@ -22,7 +23,7 @@ import {
   T,
   toSubmission,
 } from "./rows.js";
-import { insertTask } from "./tasks.js";
+import { conversationScope, insertTask } from "./tasks.js";
 import type {
   BoundaryRequest,
   DeliveryMode,
@@ -324,4 +325,26 @@ export function* closeConversation(conversationId: string): Program<boolean> {
     { c: row.id },
   );
   return true;
+}
+
+/**
+ * spec §17.8: in one commit, withdraws the queued inputs (`aborted`) and marks every live task of
+ * the conversation's scope (background ones too with `background`) with the engine's abort (spec
+ * §12.5), whose cascade reaches what they own. Returns the ids marked.
+ * Invariant: no queued input of the conversation can be placed after the marks.
+ */
+export function* abortConversation(
+  conversationId: string,
+  background: boolean,
+): Program<{ withdrawn: number; marked: TaskId[] }> {
+  checkConversationId(conversationId);
+  if (typeof background !== "boolean") throw new ValidationError("background must be a boolean");
+  const row = yield* lockConversation(conversationId);
+  const rows = yield* q(
+    `UPDATE ${SUB} SET status = 'unanswered', reason = 'aborted', settled_at = :now
+     WHERE conversation_id = :c AND status = 'queued' RETURNING id`,
+    { c: row.id },
+  );
+  const marked = yield* abortScope(conversationScope(row.id), background);
+  return { withdrawn: rows.length, marked };
 }

@@ -223,6 +223,14 @@ export interface ConversationOps {
    * (`unanswered`, `closed`); the run in progress may finish. False when it was closed already.
    */
   closeConversation(id: ConversationId): Promise<boolean>;
+  /**
+   * Withdraws the queued inputs and marks the live tasks of the conversation's scope (background
+   * ones too with `background`) in one commit; the ids marked (spec §17.8).
+   */
+  abortConversation(
+    id: ConversationId,
+    background: boolean,
+  ): Promise<{ withdrawn: number; marked: TaskId[] }>;
   /** Withdraws every queued input (unanswered, `reason`); returns how many (spec §17.8). */
   withdrawQueued(id: ConversationId, reason: string): Promise<number>;
 }

@@ -336,6 +336,22 @@ export function registerConversationTests(it: Define): void {
     ).toBeNull();
   });
 
+  it("§17.8 abortConversation withdraws the queued inputs and marks the scope's live tasks in one commit", async ({
+    store,
+    expect,
+  }) => {
+    const o = ops(store);
+    await newConversation(store);
+    const a = await o.submit(submitOf("c1"));
+    const q = await o.submit(submitOf("c1", { input: '"Q"' }));
+    const r = await o.abortConversation("c1", false);
+    expect(r).toEqual({ withdrawn: 1, marked: [a.submission.runTaskId] });
+    expect((await must(store, a.submission.runTaskId!)).abortRequested).toBe(true);
+    expect((await o.submission(q.submission.id))!).toMatchObject({ status: "unanswered", reason: "aborted" });
+    expect(await o.abortConversation("c1", true)).toEqual({ withdrawn: 0, marked: [] });
+    await rejection(() => o.abortConversation("missing", false), "RATCHET_NOT_FOUND");
+  });
+
   it("§17.9 deleteConversation removes everything it holds; refused while its run is live", async ({
     store,
     expect,
