@@ -236,5 +236,65 @@ describe("the dispatch runner (spec §20.22)", () => {
       expect(await store.dispatch.getAttempt(a!.id)).toMatchObject({ state: "succeeded", forced: null });
       expect((await store.dispatch.getItem(item.id))!.state).toBe("done");
     });
+
+    it("§20.26 a session that ignores stop is given up on, settled unstopped, and stopped later as a stray", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [step("build", "wait")] }],
+        workers: [worker],
+      });
+      await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      const s = worker.sessions[0]!;
+      s.stubborn = true;
+      clock.advance(30 * MIN);
+      await r.pass(); // close: stalled
+      clock.advance(29 * MIN);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["stop"]);
+      clock.advance(MIN);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["settle"]);
+      const [a] = await store.dispatch.listAttempts({ limit: 1 });
+      expect(a).toMatchObject({ state: "failed", forced: "stalled", sessionStopped: false });
+      const stops = () => worker.calls.filter((c) => c.op === "stop").length;
+      const before = stops();
+      await r.pass();
+      expect(stops()).toBe(before + 1);
+      s.stubborn = false;
+      await r.pass(); // stopped now
+      await r.pass(); // seen ended
+      expect((await store.dispatch.getAttempt(a!.id))!.sessionStopped).toBe(true);
+      expect((await store.dispatch.events(a!.id, 0, 100)).map((e) => e.kind)).toContain("stray-stopped");
+      expect(await store.dispatch.strays(10)).toEqual([]);
+    });
+
+    it("§20.6 an operator's wake of a sleeping attempt takes a free seat and resumes its session", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [step("build", "wait")] }],
+        workers: [worker],
+      });
+      await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      worker.sessions[0]!.attention("waiting");
+      clock.advance(30 * MIN);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["sleep-if-idle"]);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["sleep"]);
+      const [a] = await store.dispatch.listAttempts({ limit: 1 });
+      expect(a).toMatchObject({ state: "sleeping", wakeRequestedAt: null });
+      expect(await store.dispatch.requestWake(a!.id, "operator")).toMatchObject({
+        wakeRequestedAt: clock.now(),
+      });
+      expect(await store.dispatch.requestWake(a!.id, "operator")).toBeNull();
+      await r.pass();
+      expect((await store.dispatch.getAttempt(a!.id))!.state).toBe("waking");
+      await r.pass();
+      expect((await store.dispatch.getAttempt(a!.id))!.state).toBe("running");
+    });
   });
 });

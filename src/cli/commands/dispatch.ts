@@ -1,6 +1,6 @@
 /**
  * Dispatch commands (spec §20.25): `ratchet dispatch run` (the runner),
- * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet items`, `ratchet item add
+ * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet dispatch wake ATTEMPT`, `ratchet items`, `ratchet item add
  * PIPELINE JSON`, `ratchet item close ID`, `ratchet attempts`, `ratchet attempt ID`
  * (the attempt and its timeline). Every command takes --json.
  */
@@ -81,6 +81,21 @@ export function registerDispatch(program: Command): void {
         if (!a) throw new UsageError(`attempt ${attempt} is not live (settled or unknown)`);
         if (s.json) return printJson(a);
         print(`attempt ${a.id} is ${a.state} (${a.closing})`);
+      });
+    });
+
+  dispatch
+    .command("wake")
+    .description(
+      "ask a sleeping attempt to wake: the runner takes a seat for it (over the cap after seatlessSeconds)",
+    )
+    .argument("<attempt>", "attempt id")
+    .action(async (attempt: string, _o: unknown, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const a = await opsOf(s).requestWake(attempt, "operator");
+        if (!a) throw new UsageError(`attempt ${attempt} is not sleeping, or its wake was requested already`);
+        if (s.json) return printJson(a);
+        print(`attempt ${a.id}: wake requested`);
       });
     });
 

@@ -73,6 +73,7 @@ export class DispatchRunner {
           leased.map((a) => a.id),
         );
     }
+    await this.#strays(report);
     await this.#forget(now, report);
     return report;
   }
@@ -141,6 +142,28 @@ export class DispatchRunner {
     if (applied === "nothing" && a.state === "sleeping" && a.wakeRequestedAt !== null)
       applied = await wake(ctx, a, worker, wakeIsOverdue(ctx, a, now));
     report.decisions.push({ attempt: a.id, rule: d.rule, action: d.action.kind, applied });
+  }
+
+  /** spec §20.26: look for each stray's session (by its spawn name when unbound) and stop it until it is seen stopped. */
+  async #strays(report: PassReport): Promise<void> {
+    const { ctx } = this;
+    for (const a of await ctx.ops.strays(ctx.batch)) {
+      const worker = ctx.workers.get(a.worker);
+      if (!worker) continue;
+      try {
+        let session = a.session;
+        if (session === null) {
+          session = await worker.find(ctx.spawnOf(a).request.name);
+          if (session === null) continue; // the spawn may still land; forgetting ends the search (spec §20.14)
+          await ctx.ops.bindStray(a.id, session);
+        }
+        const r = await worker.read(session);
+        if (r.kind === "running") await worker.stop(session);
+        else await ctx.ops.strayStopped(a.id, r.kind);
+      } catch (e) {
+        report.errors.push({ attempt: a.id, message: (e as Error).message });
+      }
+    }
   }
 
   /** spec §20.14: a forget the worker does not confirm changes nothing and is tried again next pass. */

@@ -65,12 +65,6 @@ export async function settle(
     sessionStopped,
     closeout: closeout === null ? null : JSON.stringify(closeout),
   };
-  const out = await ctx.ops.settleAttempt(ctx.guard(a), s, route, keep, {
-    ...(detail as object),
-    succeeded,
-    route,
-  });
-  // A session we could not confirm stopped is a stray: ask it once more to stop (spec §20.7).
-  if (out.kind === "moved" && !sessionStopped && a.session !== null) await worker.stop(a.session);
-  return out;
+  // A session not confirmed stopped is a stray, which later passes look for and stop (spec §20.26).
+  return ctx.ops.settleAttempt(ctx.guard(a), s, route, keep, { ...(detail as object), succeeded, route });
 }

@@ -32,6 +32,8 @@ export class FakeSession {
   lastActivityAt: Instant;
   lastOwnerAt: Instant | null = null;
   readonly messages: (string | null)[] = [];
+  /** A session that ignores stop (the host cannot stop it). */
+  stubborn = false;
   output = "";
 
   constructor(
@@ -209,7 +211,7 @@ export class FakeWorker implements WorkerAdapter {
     this.calls.push({ op: "stop", session });
     const s = this.#sessions.get(session);
     if (!s) return { kind: "absent" };
-    if (s.phase !== "ended") s.exit(143);
+    if (s.phase !== "ended" && !s.stubborn) s.exit(143);
     return { kind: "done" };
   }
 

@@ -11,6 +11,7 @@ import * as att from "./attempts.js";
 import * as items from "./items.js";
 import type { AttemptEvent, AttemptRow, ItemRow, SeatRow } from "./rows.js";
 import * as seat from "./seats.js";
+import * as stray from "./strays.js";
 
 export type {
   AttemptFilter,
@@ -132,6 +133,23 @@ export class DispatchOps {
     if (typeof closeout !== "string" || Buffer.byteLength(closeout) > 256 * 1024)
       throw new ValidationError("a close-out is JSON text of at most 256 KiB");
     return this.run(() => att.recordCloseout(id("attempt id", attemptId), closeout));
+  }
+
+  async strays(n: number): Promise<AttemptRow[]> {
+    return this.run(() => stray.strays(limit(n)));
+  }
+
+  async bindStray(attemptId: string, session: string): Promise<boolean> {
+    return this.run(() => stray.bindStray(id("attempt id", attemptId), name("session", session)));
+  }
+
+  async strayStopped(attemptId: string, seen: string): Promise<boolean> {
+    return this.run(() => stray.strayStopped(id("attempt id", attemptId), name("seen", seen)));
+  }
+
+  /** spec §20.6: `by` is who asked (`operator`, `item-message`). */
+  async requestWake(attemptId: string, by: "operator" | "item-message"): Promise<AttemptRow | null> {
+    return this.run(() => stray.requestWake(id("attempt id", attemptId), name("by", by)));
   }
 
   async getAttempt(attemptId: string): Promise<AttemptRow | null> {
