@@ -11,7 +11,7 @@
  * once, even from a provider that ignores the signal.
  *
  * Invariant: a request yields at most one finish, and nothing after it or after a failure; every
- * failure is a ModelError except the caller's own abort, which rethrows the signal's reason
+ * failure is a ModelError (a router's NoRouteError when no route answered) except the caller's own abort, which rethrows the signal's reason
  * (spec §18.1, §18.2).
  */
 import type {
@@ -20,7 +20,7 @@ import type {
   LanguageModelV4StreamPart,
   LanguageModelV4Usage,
 } from "@ai-sdk/provider";
-import { ModelError, ValidationError } from "../errors.js";
+import { ModelError, NoRouteError, ValidationError } from "../errors.js";
 import { toModelError } from "./classify.js";
 
 export type LanguageModel = LanguageModelV4;
@@ -147,6 +147,7 @@ export async function* streamModel(
     }
   } catch (e) {
     if (opts.signal?.aborted) throw opts.signal.reason;
+    if (e instanceof NoRouteError) throw e;
     throw toModelError(e, provider);
   } finally {
     clearTimeout(overall);
