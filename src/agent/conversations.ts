@@ -192,7 +192,7 @@ export class Conversations {
       value: v === null ? null : toStorableJson(v, `state "${k.slice(0, 40)}"`, this.maxPayloadBytes),
     }));
     const tasks = c.tasks && c.tasks.length > 0 ? await this.#prepare(c.tasks) : [];
-    return this.store.conversations.commitConversation({
+    const r = await this.store.conversations.commitConversation({
       conversationId: id,
       entries,
       state,
@@ -201,6 +201,8 @@ export class Conversations {
       fence,
       maxDepth: this.maxDepth,
     });
+    if (r.applied && r.taskIds.length > 0) this.ratchet.wake();
+    return r;
   }
 
   /** @internal An entry in the store's form, checked. */
@@ -244,6 +246,8 @@ export class Conversations {
       delivery: this.delivery,
       maxDepth: this.maxDepth,
     });
+    // A new run is due now; this process's worker need not wait for its poll to find it.
+    if (r.created && r.submission.status === "placed") this.ratchet.wake();
     return new Submission(this, r.submission, r.created);
   }
 

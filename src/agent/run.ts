@@ -166,6 +166,7 @@ export class RunContext {
       maxDepth: this.#c.maxDepth,
     });
     this.#finished = true;
+    if (r.successor !== null) this.#c.ratchet.wake();
     return r;
   }
 }

@@ -838,6 +838,16 @@ export class Ratchet {
     return r;
   }
 
+  /**
+   * Tells this process's workers that due work may have appeared, for layers that create tasks
+   * through store operations of their own (a conversation's run, spec §17.5): otherwise an idle
+   * worker here would find it only at its next poll. Other processes hear of it as ever (PostgreSQL
+   * NOTIFY, or their poll). Writes nothing.
+   */
+  wake(): void {
+    this.#wakeup.notify();
+  }
+
   /** The task and everything it owns, as a tree (spec §12.10). At most `limit` tasks (default 1000). */
   async tree(id: TaskId, opts: { limit?: number } = {}): Promise<TaskTree & { truncated: boolean }> {
     this.#live();
