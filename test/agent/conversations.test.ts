@@ -192,6 +192,7 @@ forEachBackend(() => {
       await drain(r);
       const runId = (await c.get("sub"))!.runTaskId!;
       expect((await r.get(runId))!.ownerId).toBe(ownerId);
+      const queued = await c.submit("sub", { text: "Q" });
       await r.abort(ownerId);
       await until(async () => {
         await drain(r);
@@ -201,6 +202,8 @@ forEachBackend(() => {
       expect([o.outcome, t.outcome]).toEqual(["aborted", "aborted"]);
       expect(t.endedAt!).toBeLessThanOrEqual(o.endedAt!);
       expect(await s.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
+      // The cascade reached the conversation: its queued input is withdrawn with the run.
+      expect(await queued.wait()).toMatchObject({ status: "unanswered", reason: "aborted" });
       // The owner is terminal: later work in the conversation is ordinary work, owned by no task.
       await c.submit("sub", { text: "B" });
       const next = (await c.get("sub"))!.runTaskId!;

@@ -89,8 +89,8 @@ function endedReason(outcome: string | null): string {
  */
 export function* settleIfEnded(row: ConversationRow): Program<boolean> {
   if (row.run_task_id === null) return false;
-  const run = yield* one<{ status: string; outcome: string | null }>(
-    `SELECT status, outcome FROM ${T} WHERE id = :id`,
+  const run = yield* one<{ status: string; outcome: string | null; owner_id: number | null }>(
+    `SELECT status, outcome, owner_id FROM ${T} WHERE id = :id`,
     { id: row.run_task_id },
   );
   if (run && run.status !== "terminal") return false;
@@ -99,6 +99,19 @@ export function* settleIfEnded(row: ConversationRow): Program<boolean> {
      WHERE run_task_id = :run AND status = 'placed'`,
     { run: row.run_task_id, reason: endedReason(run?.outcome ?? null) },
   );
+  // The run was owned by the conversation's owner task and that owner is being aborted: the
+  // cascade reached this conversation, so its queued inputs are withdrawn too (spec §17.1, §12.5).
+  if (run?.owner_id !== null && run?.owner_id !== undefined) {
+    const owner = yield* one<{ abort_requested: number }>(`SELECT abort_requested FROM ${T} WHERE id = :id`, {
+      id: run.owner_id,
+    });
+    if (owner?.abort_requested === 1)
+      yield* q(
+        `UPDATE ${SUB} SET status = 'unanswered', reason = 'aborted', settled_at = :now
+         WHERE conversation_id = :c AND status = 'queued'`,
+        { c: row.id },
+      );
+  }
   yield* q(`UPDATE ${C} SET run_task_id = NULL, updated_at = :now WHERE id = :id`, { id: row.id });
   row.run_task_id = null;
   return true;
