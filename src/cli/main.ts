@@ -18,6 +18,7 @@ import { registerDemo } from "./commands/demo.js";
 import { registerDispatch } from "./commands/dispatch.js";
 import { registerEnqueue } from "./commands/enqueue.js";
 import { registerInspect } from "./commands/inspect.js";
+import { registerModels } from "./commands/models.js";
 import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerSteer } from "./commands/steer.js";
@@ -58,6 +59,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerInspect(program);
   registerSteer(program);
   registerStream(program);
+  registerModels(program);
   registerConversations(program);
   registerDispatch(program);
   registerDemo(program);
