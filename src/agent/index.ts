@@ -44,4 +44,16 @@ export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export type { Settled } from "./submission.js";
 export { Submission } from "./submission.js";
+// Tools and the built-in coding tools (spec §19.6–§19.9).
+export { BASH_DEFAULT_TIMEOUT_MS, bashTool } from "./tools/bash.js";
+export {
+  defineTool,
+  runTool,
+  type ToolContext,
+  type ToolDefinition,
+  type ToolResult,
+  type ToolSpec,
+} from "./tools/define.js";
+export { editTool, findTool, globToRegExp, grepTool, lsTool, readTool, writeTool } from "./tools/files.js";
+export { HeadTail, type TruncateLimits, truncateText } from "./tools/truncate.js";
 export { type WatchOptions, watchEntries } from "./watch.js";
