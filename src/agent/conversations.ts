@@ -6,6 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { DEFAULT_MAX_PAYLOAD_BYTES, toStorableJson } from "../core/json.js";
+import type { TaskContext } from "../engine/context.js";
 import type { TaskDefinition } from "../engine/definition.js";
 import { type BatchEntry, prepareBatch } from "../engine/enqueue.js";
 import type { Ratchet } from "../engine/ratchet.js";
@@ -28,7 +29,7 @@ import {
   checkTitle,
 } from "../store/conversations/validate.js";
 import type { Fence, NewTask, Store, TaskId } from "../store/store.js";
-import { inputText, type RunDefinition, runsAmong } from "./run.js";
+import { fenceOf, inputText, type RunDefinition, runsAmong } from "./run.js";
 import { Submission } from "./submission.js";
 
 export interface ConversationsOptions {
@@ -181,6 +182,17 @@ export class Conversations {
   /** An application commit (spec §17.4); with `key`, applied once per key. */
   commit(id: string, c: CommitInput, opts: { key?: string } = {}): Promise<CommitResult> {
     return this.commitAs(id, c, opts.key ?? null, null);
+  }
+
+  /**
+   * A commit by any running task, e.g. a tool task writing its own result entry: fenced by the
+   * task's claim and keyed by its id and `name`, so its rerun writes nothing twice (spec §17.4);
+   * its entries record the task (`entriesByTask`).
+   */
+  commitFromTask(ctx: TaskContext, id: string, name: string, c: CommitInput): Promise<CommitResult> {
+    if (typeof name !== "string" || name.length === 0 || name.length > 150)
+      throw new ValidationError("a task commit's name must be a string of 1–150 characters");
+    return this.commitAs(id, c, `task:${ctx.taskId}:${name}`, fenceOf(ctx));
   }
 
   /** @internal A commit, fenced when a run makes it. */

@@ -90,7 +90,7 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
 }
 
 /** The fence of a running task's claim (spec §3.7); only plain task invocations carry one. */
-function fenceOf(ctx: TaskContext): Fence {
+export function fenceOf(ctx: TaskContext): Fence {
   // Seam: the engine does not expose the fence on TaskContext yet; its invocation object holds it.
   if (!(ctx instanceof Invocation))
     throw new ConfigError("a run must be driven by a Ratchet task invocation");

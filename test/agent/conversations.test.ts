@@ -106,6 +106,29 @@ forEachBackend(() => {
       expect((await c.entries("c1")).map((e) => e.kind)).toEqual(["user", "tool-call", "assistant"]);
     });
 
+    it("§17.2 a tool task commits its own entry, fenced and keyed; entriesByTask finds it", async () => {
+      let conversations: Conversations | undefined;
+      const tool = defineTask({
+        name: "agent.tool",
+        async run(ctx, input: { conversationId: string }) {
+          for (let i = 0; i < 2; i++)
+            await conversations!.commitFromTask(ctx, input.conversationId, "result", {
+              entries: [{ kind: "tool-result", data: { by: ctx.taskId } }],
+            });
+        },
+      });
+      const run = makeRun();
+      const r = await openRatchet([run.task, tool]);
+      conversations = openConversations(r, run);
+      await conversations.create("c1");
+      const { taskIds } = await conversations.commit("c1", {
+        tasks: [{ task: tool, input: { conversationId: "c1" } }],
+      });
+      await drain(r);
+      const mine = await conversations.entriesByTask(taskIds[0]!);
+      expect(mine.map((e) => [e.kind, e.data])).toEqual([["tool-result", { by: taskIds[0] }]]);
+    });
+
     it("§17.6 steeringMode all places every queued steer at one boundary", async () => {
       const run = makeRun();
       const r = await openRatchet([run.task]);
