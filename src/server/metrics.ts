@@ -191,5 +191,11 @@ export async function renderMetrics(ratchet: Ratchet, rec: EndingsRecorder): Pro
   );
   for (const [report, n] of Object.entries(w.reports))
     out.push(`ratchet_worker_invocations_total${labels({ report })} ${n ?? 0}`);
+  // Circuit breakers per provider+model, shared by every worker (spec §18.6, §18.9).
+  family(out, "ratchet_breaker_state", "gauge", "Each model breaker's state: 0 closed, 1 half-open, 2 open.");
+  for (const b of await ratchet.store.breakers.listBreakers())
+    out.push(`ratchet_breaker_state${labels({ key: b.key })} ${BREAKER_LEVEL[b.state]}`);
   return `${out.join("\n")}\n`;
 }
+
+const BREAKER_LEVEL = { closed: 0, half_open: 1, open: 2 } as const;

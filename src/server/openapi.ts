@@ -6,6 +6,7 @@
 import { OUTCOMES, STATUSES } from "../core/model.js";
 import { HTTP_STATUS } from "./errors.js";
 import { CONVERSATION_PATHS } from "./openapi-conversations.js";
+import { DISPATCH_PATHS } from "./openapi-dispatch.js";
 import { MAX_HTTP_TICK_CONCURRENCY, MAX_HTTP_TICK_MS } from "./routes/operations.js";
 import { DEFAULT_PAGE, MAX_ERROR_SCAN, MAX_PAGE } from "./routes/tasks.js";
 
@@ -118,6 +119,7 @@ export const OPENAPI = {
   },
   paths: {
     ...CONVERSATION_PATHS,
+    ...DISPATCH_PATHS,
     "/api/tasks": {
       get: {
         summary: "List tasks, newest first, one page at a time",
@@ -211,6 +213,39 @@ export const OPENAPI = {
         responses: {
           ...ok("{ id, name, queue, status, reason, text, at }", anyObject),
           ...errors(400, 401, 403, 404),
+        },
+      },
+    },
+    "/api/usage": {
+      get: {
+        summary:
+          "Model usage and cost from the usage ledger: totals, and per provider and model (spec §18.8, §18.9)",
+        parameters: [
+          query("conversation", { type: "string" }, "Only this conversation."),
+          query("task", { type: "integer", minimum: 1 }, "Only this task."),
+          query("provider", { type: "string" }, "Only this provider."),
+          query("model", { type: "string" }, "Only this model."),
+          query("since", { type: "integer", minimum: 0 }, "Only rows created at or after (epoch ms)."),
+        ],
+        responses: {
+          ...ok(
+            "{ totals: { responses, failed, input, output, cached, reasoning, cost }, byModel: [...] }",
+            anyObject,
+          ),
+          ...errors(400, 401, 403),
+        },
+      },
+    },
+    "/api/providers": {
+      get: {
+        summary:
+          "Circuit breakers per provider+model, shared by every worker: closed, open, half_open (spec §18.6)",
+        responses: {
+          ...ok(
+            "{ breakers: [{ key, state, failures, windowStart, openedAt, probeUntil, updatedAt }] }",
+            anyObject,
+          ),
+          ...errors(401, 403),
         },
       },
     },

@@ -26,6 +26,8 @@ import { HttpError, toErrorResponse } from "./errors.js";
 import { EndingsRecorder, renderMetrics } from "./metrics.js";
 import { OPENAPI } from "./openapi.js";
 import { registerConversationRoutes } from "./routes/conversations.js";
+import { registerDispatchRoutes } from "./routes/dispatch.js";
+import { registerModelRoutes } from "./routes/models.js";
 import { registerOperationRoutes } from "./routes/operations.js";
 import { registerStreamRoutes } from "./routes/streams.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -123,6 +125,8 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
 
   registerTaskRoutes(app, ratchet);
   registerOperationRoutes(app, ratchet);
+  registerDispatchRoutes(app, ratchet);
+  registerModelRoutes(app, ratchet);
   const streams = new Set<() => void>();
   registerStream(app, ratchet, { intervalMs, maxStreams, maxWatch: 100, log }, streams);
   registerStreamRoutes(app, ratchet, { maxStreams, log }, streams);
