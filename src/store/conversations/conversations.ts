@@ -150,7 +150,7 @@ export function* forkConversation(
   if (into.ownerTaskId !== null) yield* checkOwner(into.ownerTaskId);
   const [row] = yield* q<ConversationRow>(
     `INSERT INTO ${C} (id, title, metadata, owner_task_id, parent_id, parent_seq, next_seq, created_at, updated_at)
-     VALUES (:id, :title, :metadata, :owner, :parent, :at, :n, :now, :now) RETURNING *`,
+     VALUES (:id, :title, :metadata, :owner, :parent, :at, :n, :now, :now) ON CONFLICT (id) DO NOTHING RETURNING *`,
     {
       id: into.id,
       title: into.title,
@@ -161,6 +161,8 @@ export function* forkConversation(
       n: atSeq + 1,
     },
   );
+  // Another fork or create took the id since the check above (PostgreSQL): refused, not a driver error.
+  if (!row) throw new InvalidStateError(`conversation "${into.id}" already exists`);
   yield* q(
     `INSERT INTO ${E} (conversation_id, seq, kind, name, data, task_id, submission_id, created_at)
      SELECT :id, seq, kind, name, data, task_id, NULL, created_at FROM ${E} WHERE conversation_id = :parent AND seq <= :at`,
