@@ -106,6 +106,29 @@ forEachBackend(() => {
       expect((await c.entries("c1")).map((e) => e.kind)).toEqual(["user", "tool-call", "assistant"]);
     });
 
+    it("§17.2 concurrent commits to one conversation get seqs 0…n−1, without gap or repeat", async () => {
+      const run = makeRun();
+      const r = await openRatchet([run.task]);
+      const c = openConversations(r, run);
+      await c.create("c1");
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          c.commit("c1", {
+            entries: [
+              { kind: "system", data: i },
+              { kind: "system", data: i },
+            ],
+          }),
+        ),
+      );
+      const seqs = results.flatMap((x) => x.seqs).sort((a, b) => a - b);
+      expect(seqs).toEqual(Array.from({ length: 40 }, (_, i) => i));
+      for (const x of results) expect(x.seqs[1]).toBe(x.seqs[0]! + 1);
+      const entries = await c.entries("c1");
+      expect(entries.map((e) => e.seq)).toEqual(seqs);
+      expect((await c.get("c1"))!.length).toBe(40);
+    });
+
     it("§17.2 a tool task commits its own entry, fenced and keyed; entriesByTask finds it", async () => {
       let conversations: Conversations | undefined;
       const tool = defineTask({
