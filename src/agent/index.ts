@@ -47,6 +47,15 @@ export { Submission } from "./submission.js";
 // Tools and the built-in coding tools (spec §19.6–§19.9).
 export { BASH_DEFAULT_TIMEOUT_MS, bashTool } from "./tools/bash.js";
 export {
+  defineToolCalls,
+  MAX_CALLS_PER_ROUND,
+  type ToolCall,
+  type ToolCallInput,
+  type ToolCallOutcome,
+  type ToolCalls,
+  type ToolCallsOptions,
+} from "./tools/calls.js";
+export {
   defineTool,
   runTool,
   type ToolContext,

@@ -37,6 +37,7 @@ import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition, validateIn
 import { gatesFor } from "./gates.js";
 import { retryStore } from "./store-retry.js";
 import { InvocationStreams, type StreamDeps, type StreamWriter } from "./stream.js";
+import { checkRead, readChunks, type StreamChunk, StreamWaiters } from "./stream-reader.js";
 
 export interface TaskContext {
   readonly taskId: number;
@@ -97,6 +98,11 @@ export interface TaskContext {
    * the run). A rerun gets the same stream back: `offset` says where it stopped.
    */
   stream(name: string): Promise<StreamWriter>;
+  /**
+   * The committed chunks of this task's own stream `name` from `from` (default 0), without
+   * following (spec §16.1): what an earlier run of this task wrote, e.g. to report it after a crash.
+   */
+  readStream(name: string, opts?: { from?: number }): AsyncIterable<StreamChunk>;
 }
 
 export interface SpawnOptions {
@@ -623,6 +629,18 @@ export class Invocation implements TaskContext {
     return this.#streams.open(name);
   }
 
+  /** spec §16.1: this task's own committed chunks; a writer of this invocation flushes first. */
+  readStream(name: string, opts: { from?: number } = {}): AsyncIterable<StreamChunk> {
+    this.#live();
+    const args = checkRead(this.taskId, name, { ...opts, follow: false });
+    const streams = this.#streams;
+    const store = this.#deps.store;
+    return (async function* () {
+      if (streams?.dirty) await streams.commitAll();
+      yield* readChunks(store, NO_WAITERS, args, undefined, () => false);
+    })();
+  }
+
   /** The writers with chunks not yet committed, for the executor's flush before the settlement. */
   get pendingStreams(): InvocationStreams | undefined {
     return this.#streams?.dirty ? this.#streams : undefined;
@@ -645,6 +663,9 @@ export function isThenable(v: unknown): v is PromiseLike<unknown> {
 }
 
 const TIMEOUT: EndReason = { kind: "timeout" };
+
+/** A reader of a task's own stream never follows, so it never waits (spec §16.1). */
+const NO_WAITERS = new StreamWaiters();
 
 /** spec §4.1: the invocation's deadline passed. */
 function timedOut(inv: Invocation): void {

@@ -1,0 +1,191 @@
+/**
+ * Tool calls as durable child tasks (spec §19.10–§19.12). A turn that asks for tools runs them as
+ * one round: each call is a child task of the turn named by its call id (an idempotent spawn, so
+ * a rerun of the turn finds the same calls), its output a durable stream of the call's task, its
+ * result the task's result.
+ *
+ * The call's intent is committed (a step) before its code runs. A rerun of the call's task that
+ * finds the intent of an earlier attempt knows that attempt died mid-call: a `safe` tool runs
+ * again; an `unsafe` one settles as an `interrupted` error result carrying the output the dead
+ * attempt had committed — the model decides what to do, not the engine.
+ *
+ * Invariant: an unsafe tool's code runs at most once per call while its worker stays up, and is
+ * never started again after a crash (spec §19.10).
+ */
+import type { TaskContext } from "../../engine/context.js";
+import { defineTask, type TaskDefinition } from "../../engine/definition.js";
+import { ConfigError, ValidationError } from "../../errors.js";
+import { LocalEnv } from "../env/local.js";
+import type { ExecutionEnv } from "../env/types.js";
+import { runTool, type ToolDefinition, type ToolResult } from "./define.js";
+import { HeadTail } from "./truncate.js";
+
+/** What the model asked for: one call of a round. */
+export interface ToolCall {
+  callId: string;
+  tool: string;
+  args: unknown;
+}
+
+export interface ToolCallInput extends ToolCall {
+  /** The conversation's working directory, for the environment. */
+  cwd: string;
+}
+
+/** A call's answer, in call order. `interrupted`: its worker died mid-call and the tool is unsafe. */
+export interface ToolCallOutcome {
+  callId: string;
+  tool: string;
+  result: ToolResult;
+  interrupted?: boolean;
+}
+
+/** Calls one round may hold (spec §19.11). */
+export const MAX_CALLS_PER_ROUND = 64;
+const CALL_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+const OUTPUT = "output";
+/** Characters of a dead attempt's output an interrupted result carries. */
+const INTERRUPTED_KEEP = 10_000;
+
+export interface ToolCallsOptions {
+  tools: readonly ToolDefinition<unknown>[];
+  /** The environment of a call's cwd. Default: a LocalEnv over it. */
+  env?: (cwd: string) => ExecutionEnv;
+  /** The child task's name. Default "ratchet.tool-call". */
+  name?: string;
+  /** Bound of one call's invocation (spec §4.1). Default 10 min. */
+  maxMs?: number;
+}
+
+export interface ToolCalls {
+  /** Register it with the Ratchet that runs the turns. */
+  readonly task: TaskDefinition<ToolCallInput, ToolCallOutcome>;
+  readonly tools: ReadonlyMap<string, ToolDefinition<unknown>>;
+  /** Runs a round from inside the turn's task; resolves with every call's outcome, in call order. */
+  runRound(ctx: TaskContext, calls: readonly ToolCall[], opts: { cwd: string }): Promise<ToolCallOutcome[]>;
+}
+
+export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
+  const tools = new Map<string, ToolDefinition<unknown>>();
+  for (const t of o.tools) {
+    if (t?.kind !== "ratchet.tool") throw new ConfigError("tools must be defineTool results");
+    if (tools.has(t.name)) throw new ConfigError(`two tools are named "${t.name}"`);
+    tools.set(t.name, t);
+  }
+  const envOf = o.env ?? ((cwd: string) => new LocalEnv({ cwd }));
+
+  async function interrupted(ctx: TaskContext, input: ToolCallInput, why: string): Promise<ToolCallOutcome> {
+    const kept = new HeadTail(INTERRUPTED_KEEP);
+    for await (const c of ctx.readStream(OUTPUT))
+      kept.add(typeof c.data === "string" ? c.data : JSON.stringify(c.data));
+    const so = kept.chars > 0 ? `; its output so far:\n${kept.text()}` : "; it wrote no output";
+    return {
+      callId: input.callId,
+      tool: input.tool,
+      interrupted: true,
+      result: { content: `${input.tool} was interrupted: ${why}${so}`, isError: true },
+    };
+  }
+
+  const task = defineTask<ToolCallInput, ToolCallOutcome>({
+    name: o.name ?? "ratchet.tool-call",
+    maxMs: o.maxMs ?? 600_000,
+    retry: { maxAttempts: 3, baseMs: 1_000, capMs: 10_000 },
+    async run(ctx, input) {
+      const tool = tools.get(input.tool);
+      if (!tool)
+        return {
+          callId: input.callId,
+          tool: input.tool,
+          result: {
+            content: `unknown tool "${input.tool}" (known: ${[...tools.keys()].join(", ")})`,
+            isError: true,
+          },
+        };
+      // spec §19.10: the intent, committed before the code runs, says which attempt started it.
+      const intent = await ctx.step("intent", () => ({ attempt: ctx.attempt }));
+      if (intent.attempt !== ctx.attempt && tool.replay === "unsafe")
+        return interrupted(
+          ctx,
+          input,
+          `the worker running it stopped (attempt ${intent.attempt}) and it is not safe to run again`,
+        );
+      const out = await ctx.stream(OUTPUT);
+      const result = await runTool(
+        tool,
+        {
+          callId: input.callId,
+          env: envOf(input.cwd),
+          signal: ctx.signal,
+          output: (text) => out.write(text),
+        },
+        input.args,
+      );
+      await out.close();
+      return { callId: input.callId, tool: input.tool, result };
+    },
+    // spec §19.12: aborted mid-call, after its own children drained: the output it had is its answer.
+    onAbort: (ctx, input) => interrupted(ctx, input, "the call was aborted"),
+  });
+
+  async function runRound(ctx: TaskContext, calls: readonly ToolCall[], ro: { cwd: string }) {
+    checkRound(calls, ro.cwd);
+    const outcomes = new Map<string, ToolCallOutcome>();
+    // Consecutive parallel calls go together; a sequential call runs alone, after what came before.
+    const groups: ToolCall[][] = [];
+    for (const c of calls) {
+      const seq = tools.get(c.tool)?.sequential === true;
+      const last = groups[groups.length - 1];
+      if (seq || !last || last.some((x) => tools.get(x.tool)?.sequential)) groups.push([c]);
+      else last.push(c);
+    }
+    for (const group of groups) {
+      const ids: number[] = [];
+      for (const c of group)
+        ids.push(await ctx.spawn(`tool:${c.callId}`, task, { ...c, cwd: ro.cwd } satisfies ToolCallInput));
+      const ended = await ctx.waitFor(ids);
+      for (const [i, e] of ended.entries()) {
+        const c = group[i]!;
+        outcomes.set(c.callId, outcomeOf(c, e.outcome, e.result, e.error?.message));
+      }
+    }
+    return calls.map((c) => outcomes.get(c.callId)!);
+  }
+
+  return { task, tools, runRound };
+}
+
+/** A call task's end as the model's answer: its result, or an error result saying why there is none. */
+function outcomeOf(
+  c: ToolCall,
+  outcome: string,
+  result: unknown,
+  error: string | undefined,
+): ToolCallOutcome {
+  const r = result as ToolCallOutcome | null;
+  if (r && typeof r === "object" && "result" in r) return r;
+  return {
+    callId: c.callId,
+    tool: c.tool,
+    result: { content: `${c.tool} ended ${outcome}${error ? `: ${error}` : ""}`, isError: true },
+  };
+}
+
+/** spec §19.11: bad rounds are refused before any call is spawned. */
+function checkRound(calls: readonly ToolCall[], cwd: string): void {
+  if (!Array.isArray(calls) || calls.length === 0 || calls.length > MAX_CALLS_PER_ROUND)
+    throw new ValidationError(`a round holds 1–${MAX_CALLS_PER_ROUND} tool calls`);
+  const seen = new Set<string>();
+  for (const c of calls) {
+    if (typeof c?.callId !== "string" || !CALL_ID.test(c.callId))
+      throw new ValidationError(
+        `a call id must match ${CALL_ID} (got ${JSON.stringify(c?.callId)?.slice(0, 60)})`,
+      );
+    if (seen.has(c.callId)) throw new ValidationError(`call id "${c.callId}" appears twice in one round`);
+    seen.add(c.callId);
+    if (typeof c.tool !== "string" || c.tool.length === 0 || c.tool.length > 64)
+      throw new ValidationError("a call's tool must be a name of 1–64 characters");
+  }
+  if (typeof cwd !== "string" || !cwd.startsWith("/"))
+    throw new ValidationError("a round's cwd must be an absolute path");
+}
