@@ -13,6 +13,7 @@ export type {
 } from "../core/dispatch/actions.js";
 export { BOUND_NAMES } from "../core/dispatch/actions.js";
 export { findWaitingSince, pickRunningBound, RUNNING_BOUNDS } from "../core/dispatch/bounds.js";
+export { type AttemptReason, type Explanation, explainAttempt } from "../core/dispatch/explain.js";
 export {
   ATTEMPT_MODES,
   type AttemptMode,

@@ -80,6 +80,7 @@ describe("dispatch commands (spec §20.25)", () => {
       "two running attempts",
       async () => (await both()).filter((a) => a.state === "running").length === 2,
     );
+    expect(JSON.parse(ok("dispatch", "why", "1", "--json")).reason).toMatchObject({ kind: "running" });
 
     expect(ok("dispatch", "closeout", "1", '{"outcome":"succeeded","summary":"fixed"}')).toContain(
       "closing (closed-out)",
@@ -99,6 +100,7 @@ describe("dispatch commands (spec §20.25)", () => {
     expect(one.attempt.state).toBe("succeeded");
     expect(one.events.map((e) => e.kind)).toEqual(expect.arrayContaining(["claimed", "closeout", "settled"]));
     expect(ok("attempts", "--item", "2")).toContain("failed:item-closed");
+    expect(ok("dispatch", "why", "2")).toContain("failed (item-closed)");
 
     runner.kill("SIGTERM");
     expect(await exited).toBe(0);

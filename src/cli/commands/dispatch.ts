@@ -1,11 +1,14 @@
 /**
  * Dispatch commands (spec §20.25): `ratchet dispatch run` (the runner),
- * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet dispatch wake ATTEMPT`, `ratchet items`, `ratchet item add
+ * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet dispatch wake ATTEMPT`, `ratchet dispatch why ATTEMPT`, `ratchet items`, `ratchet item add
  * PIPELINE JSON`, `ratchet item close ID`, `ratchet attempts`, `ratchet attempt ID`
  * (the attempt and its timeline). Every command takes --json.
  */
+import { existsSync } from "node:fs";
 import type { Command } from "commander";
+import { explainAttempt } from "../../core/dispatch/explain.js";
 import { definePipeline } from "../../core/dispatch/pipeline.js";
+import { DEFAULT_STEP_TIMEOUT_MINUTES, resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { buildWorkers, DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
 import { DispatchRunner } from "../../dispatch/runner/runner.js";
 import { parseCloseout } from "../../dispatch/workers/adapter.js";
@@ -96,6 +99,32 @@ export function registerDispatch(program: Command): void {
         if (!a) throw new UsageError(`attempt ${attempt} is not sleeping, or its wake was requested already`);
         if (s.json) return printJson(a);
         print(`attempt ${a.id}: wake requested`);
+      });
+    });
+
+  dispatch
+    .command("why")
+    .description("why an attempt is where it is, and the next timeout that would move it")
+    .argument("<attempt>", "attempt id")
+    .option(
+      "--config <file>",
+      `dispatch configuration for the timeouts (default ${DEFAULT_DISPATCH_CONFIG} if present)`,
+    )
+    .action(async (attempt: string, o: { config?: string }, cmd: Command) => {
+      const path = o.config ?? DEFAULT_DISPATCH_CONFIG;
+      const c = o.config !== undefined || existsSync(path) ? readDispatchConfig(path) : null;
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const a = await opsOf(s).getAttempt(attempt);
+        if (!a) throw new UsageError(`there is no attempt ${attempt}`);
+        const spec = c?.pipelines.find((p) => p.name === a.pipeline);
+        const step = spec ? (definePipeline(spec).steps.get(a.phase) ?? null) : null;
+        const why = explainAttempt({
+          attempt: a,
+          stepTimeoutMinutes: step?.timeoutMinutes ?? (spec ? null : DEFAULT_STEP_TIMEOUT_MINUTES),
+          timeouts: resolveTimeouts(c?.timeouts),
+        });
+        if (s.json) return printJson(why);
+        print(`attempt ${a.id}: ${why.sentence}`);
       });
     });
 
