@@ -1,7 +1,8 @@
 /**
  * Hash routes, so the server needs to serve only `/`:
  * `#/` overview, `#/tasks?status=…` the list with its filters, `#/tasks/42` one task,
- * `#/conversations` and `#/conversations/ID` (spec §17).
+ * `#/conversations` and `#/conversations/ID` (spec §17), `#/dispatch` and
+ * `#/dispatch/attempts/ID` (spec §20.27).
  */
 import { useEffect, useState } from "preact/hooks";
 
@@ -10,7 +11,9 @@ export type Route =
   | { view: "tasks"; filters: Record<string, string> }
   | { view: "task"; id: number }
   | { view: "conversations" }
-  | { view: "conversation"; id: string };
+  | { view: "conversation"; id: string }
+  | { view: "dispatch" }
+  | { view: "attempt"; id: string };
 
 export function parseRoute(hash: string): Route {
   const [path = "", q = ""] = hash.replace(/^#/, "").split("?");
@@ -25,6 +28,9 @@ export function parseRoute(hash: string): Route {
     }
   }
   if (path === "/conversations") return { view: "conversations" };
+  const attempt = /^\/dispatch\/attempts\/([1-9][0-9]{0,17})$/.exec(path);
+  if (attempt) return { view: "attempt", id: attempt[1]! };
+  if (path === "/dispatch") return { view: "dispatch" };
   if (path === "/tasks") return { view: "tasks", filters: Object.fromEntries(new URLSearchParams(q)) };
   return { view: "overview" };
 }

@@ -8,6 +8,7 @@ import { call, onUnauthorized } from "../api.js";
 import { live, useConnected } from "../live.js";
 import { useRoute } from "../router.js";
 import { ConversationDetail, ConversationList } from "./Conversations.js";
+import { AttemptDetail, DispatchBoard } from "./Dispatch.js";
 import { Overview } from "./Overview.js";
 import { TaskDetail } from "./TaskDetail.js";
 import { TaskList } from "./TaskList.js";
@@ -64,6 +65,9 @@ export function App() {
           >
             Conversations
           </a>
+          <a href="#/dispatch" class={route.view === "dispatch" || route.view === "attempt" ? "active" : ""}>
+            Dispatch
+          </a>
         </nav>
         <span class={`live ${connected ? "on" : "off"}`} data-live={connected ? "on" : "off"}>
           {connected ? "live" : "offline"}
@@ -81,6 +85,8 @@ export function App() {
         {access === "ok" && route.view === "conversation" && (
           <ConversationDetail key={route.id} id={route.id} />
         )}
+        {access === "ok" && route.view === "dispatch" && <DispatchBoard />}
+        {access === "ok" && route.view === "attempt" && <AttemptDetail key={route.id} id={route.id} />}
       </main>
     </div>
   );
