@@ -5,7 +5,7 @@
  */
 import type { Command } from "commander";
 import { Conversations } from "../../agent/conversations.js";
-import { watchEntries } from "../../agent/watch.js";
+import { watchConversation } from "../../agent/watch-live.js";
 import type { EntryRecord } from "../../store/conversations/types.js";
 import { option, parseDuration, parseInteger, UsageError } from "../args.js";
 import { iso, print, printJson, short, table } from "../format.js";
@@ -119,13 +119,37 @@ export function registerConversations(program: Command): void {
       await withSession(cmd, { mustExist: true }, async (s) => {
         const stop = new AbortController();
         void nextSignal().then(() => stop.abort());
-        // Seam: the run's live stream output (spec §16) joins here, through watchEntries.
-        for await (const e of watchEntries(reader(s), id, {
+        // Entries and the run's live stream output (spec §16.5), interleaved as they commit.
+        let source = "";
+        let midLine = false;
+        for await (const ev of watchConversation(s.ratchet, id, {
           from: o.from ?? 0,
           timeoutMs: o.timeout ?? 600_000,
           signal: stop.signal,
-        }))
-          print(s.json ? JSON.stringify(e) : entryLine(e));
+        })) {
+          if (s.json) {
+            print(JSON.stringify(ev.kind === "entry" ? ev.entry : ev));
+            continue;
+          }
+          if (ev.kind === "chunk") {
+            const from = `#${ev.taskId} ${ev.stream}`;
+            if (from !== source) process.stdout.write(`${midLine ? "\n" : ""}[${from}] `);
+            source = from;
+            const text = typeof ev.data === "string" ? ev.data : `${JSON.stringify(ev.data)}\n`;
+            process.stdout.write(text);
+            midLine = text.length > 0 && !text.endsWith("\n");
+            continue;
+          }
+          if (midLine) process.stdout.write("\n");
+          midLine = false;
+          source = "";
+          print(
+            ev.kind === "entry"
+              ? entryLine(ev.entry)
+              : `(not following stream ${ev.stream} of task ${ev.taskId})`,
+          );
+        }
+        if (midLine) process.stdout.write("\n");
       });
     });
 }
