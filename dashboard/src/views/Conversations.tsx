@@ -9,7 +9,8 @@ import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../..
 import { call, query } from "../api.js";
 import { short, time } from "../format.js";
 import type { Tree } from "../types.js";
-import { TreeView } from "./TreeView.js";
+import { Streams } from "./Streams.js";
+import { TreeView, treeIds } from "./TreeView.js";
 
 const POLL_MS = 1_000;
 /** Entries kept on screen: the newest ones (older ones stay in the API). */
@@ -206,6 +207,16 @@ export function ConversationDetail({ id }: { id: string }) {
           <Entry key={e.seq} e={e} />
         ))}
       </ol>
+      {tree && (
+        <div data-section="live-output">
+          {/* spec §16.5: the running run's streams (its turns, its tool calls), live beside the transcript. */}
+          {treeIds(tree)
+            .slice(0, 20)
+            .map((t) => (
+              <Streams key={t} taskId={t} live quiet />
+            ))}
+        </div>
+      )}
       <SendBox id={conv.id} onSent={() => void load()} />
       <h3>Inbox</h3>
       {inbox.length === 0 ? (

@@ -29,7 +29,7 @@ function render(data: unknown): string {
   return typeof data === "string" ? data : `${JSON.stringify(data)}\n`;
 }
 
-function StreamPanel({ taskId, name }: { taskId: number; name: string }) {
+function StreamPanel({ taskId, name, label }: { taskId: number; name: string; label?: string }) {
   const [text, setText] = useState("");
   const [state, setState] = useState<"following" | "reconnecting" | "ended">("following");
   const [count, setCount] = useState(0);
@@ -121,7 +121,8 @@ function StreamPanel({ taskId, name }: { taskId: number; name: string }) {
   );
 }
 
-export function Streams({ taskId, live }: { taskId: number; live: boolean }) {
+/** A task's streams; `quiet` shows nothing for a task without any and labels each panel with the task. */
+export function Streams({ taskId, live, quiet }: { taskId: number; live: boolean; quiet?: boolean }) {
   const [streams, setStreams] = useState<StreamInfo[] | null>(null);
   useEffect(() => {
     let alive = true;
@@ -141,11 +142,11 @@ export function Streams({ taskId, live }: { taskId: number; live: boolean }) {
       clearTimeout(timer);
     };
   }, [taskId, live]);
-  if (!streams || streams.length === 0) return <p class="muted">No output streams.</p>;
+  if (!streams || streams.length === 0) return quiet ? null : <p class="muted">No output streams.</p>;
   return (
-    <div data-section="streams">
+    <div data-section="streams" data-task={taskId}>
       {streams.map((s) => (
-        <StreamPanel key={s.name} taskId={taskId} name={s.name} />
+        <StreamPanel key={s.name} taskId={taskId} name={s.name} label={quiet ? `#${taskId}` : undefined} />
       ))}
     </div>
   );
