@@ -197,6 +197,19 @@ export function registerDispatch(program: Command): void {
       });
     });
 
+  item
+    .command("archive")
+    .description("archive a done or closed item (it leaves the board; its kept session is forgotten)")
+    .argument("<id>", "item id")
+    .action(async (id: string, _o: unknown, cmd: Command) => {
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const r = await opsOf(s).archiveItem(id);
+        if (!r) throw new UsageError(`item ${id} is not done or closed`);
+        if (s.json) return printJson(r);
+        print(`item ${id} archived`);
+      });
+    });
+
   registerAttemptCommands(program);
 }
 

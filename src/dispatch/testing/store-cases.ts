@@ -357,4 +357,26 @@ export function registerDispatchStoreCases(define: Define): void {
       expect(await ops.recordCloseout("424242", c)).toBeNull();
     },
   );
+
+  define(
+    "§20.18 an attempt's timeline keeps at most 1,000 events, and always its settlement",
+    async ({ ops, expect }) => {
+      const { attempt: a } = await started(ops);
+      for (let i = 0; i < 1_000; i++) await ops.noteEvent(a.id, "reading", { i });
+      const s = { state: "failed" as const, forced: null, sessionStopped: true, closeout: null };
+      await ops.settleAttempt({ id: a.id, version: 0, holder: HOLDER }, s, null, null, null);
+      const first = await ops.events(a.id, 0, 1_000);
+      expect(first).toHaveLength(1_000); // the claim and 999 of the readings
+      const rest = await ops.events(a.id, first.at(-1)!.id, 1_000);
+      expect(rest.map((e) => e.kind)).toEqual(["settled"]);
+    },
+  );
+
+  define("§20.19 a done or closed item can be archived; an open one cannot", async ({ ops, expect }) => {
+    const open = await ops.addItem("p", "build", "{}");
+    expect(await ops.archiveItem(open.id)).toBeNull();
+    await ops.closeItem(open.id);
+    expect((await ops.archiveItem(open.id))!.state).toBe("archived");
+    expect(await ops.archiveItem(open.id)).toBeNull();
+  });
 }

@@ -14,12 +14,24 @@ export const SEATS = "{s}.ratchet_dispatch_seats";
 /** An attempt holds a seat in every live state but sleeping (spec §20.6). */
 export const HOLDS_SEAT = "ended_at IS NULL AND state <> 'sleeping'";
 
+/** The most events an attempt's timeline keeps (spec §20.18); later ones are dropped, but `settled` always lands. */
+export const MAX_EVENTS_PER_ATTEMPT = 1_000;
+
+/**
+ * Appends to an attempt's timeline, unless it holds MAX_EVENTS_PER_ATTEMPT
+ * already (a session that ignores stop for half an hour would otherwise add
+ * one per pass). The settlement is always recorded.
+ */
 export function* event(attemptId: string, kind: string, detail: unknown): Program<void> {
   yield* q(
-    `INSERT INTO ${E} (attempt_id, at, kind, detail) VALUES (CAST(:a AS bigint), :now, :kind, :detail)`,
+    `INSERT INTO ${E} (attempt_id, at, kind, detail)
+     SELECT CAST(:a AS bigint), :now, :kind, :detail
+     WHERE :kind = 'settled'
+        OR (SELECT count(*) FROM (SELECT 1 FROM ${E} WHERE attempt_id = CAST(:a AS bigint) LIMIT :max) x) < :max`,
     {
       a: attemptId,
       kind,
+      max: MAX_EVENTS_PER_ATTEMPT,
       detail: detail === null || detail === undefined ? null : JSON.stringify(detail),
     },
   );
@@ -76,6 +88,15 @@ export function* closeItem(id: string): Program<{ item: ItemRow; closing: string
   );
   for (const m of moved) yield* event(String(m.id), "move", { to: "closing", cause: "item-closed" });
   return { item: toItem(r), closing: moved.map((m) => String(m.id)) };
+}
+
+/** Archives a done or closed item (spec §20.19): it leaves the board; its kept session becomes due. */
+export function* archiveItem(id: string): Program<ItemRow | null> {
+  const r = yield* one(
+    `UPDATE ${I} SET state = 'archived', updated_at = :now WHERE id = CAST(:id AS bigint) AND state IN ('done', 'closed') RETURNING *`,
+    { id },
+  );
+  return r ? toItem(r) : null;
 }
 
 export interface StartSpec {

@@ -88,6 +88,10 @@ export class DispatchOps {
     return this.run(() => items.closeItem(id("item id", itemId)));
   }
 
+  async archiveItem(itemId: string): Promise<ItemRow | null> {
+    return this.run(() => items.archiveItem(id("item id", itemId)));
+  }
+
   async startAttempt(s: items.StartSpec): Promise<items.StartResult> {
     id("item id", s.itemId);
     name("phase", s.phase);
