@@ -23,6 +23,7 @@ import Database from "better-sqlite3";
 import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
 import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import { renderConversationFigures, runConversationBench } from "./conversations.js";
+import { renderModelFigures, runModelBench } from "./models.js";
 import { pgProblem, runPg } from "./pg.js";
 import { fmt, median, n, progress } from "./stats.js";
 import { renderStreamFigures, runStreamBench } from "./streams.js";
@@ -494,12 +495,28 @@ async function main(): Promise<void> {
     );
     if (!args["pg-only"]) await runStreams(["sqlite"]);
     if (!args["pg-only"]) await runConversations(["sqlite"]);
+    if (!args["pg-only"]) await runModels(["sqlite"]);
     return;
   }
   if (!args["pg-only"]) process.stdout.write("\n");
   await runPg({ url: PG_URL, quick: QUICK, runs: RUNS, root: packageRoot() });
   await runStreams(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
   await runConversations(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+  await runModels(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+}
+
+/** The model turn figures (bench/models.ts), after the conversation figures. */
+async function runModels(stores: ("sqlite" | "pg")[]): Promise<void> {
+  const figs = await runModelBench({ stores, pgUrl: PG_URL, turns: QUICK ? 200 : 2_000, runs: RUNS });
+  process.stdout.write(`\nModel turns (spec §18)\n\n${renderModelFigures(figs)}\n`);
+  const out = join(
+    packageRoot(),
+    "bench",
+    "results",
+    QUICK ? "latest-models-quick.json" : "latest-models.json",
+  );
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
 }
 
 /** The durable output stream figures (bench/streams.ts), after the rest. */

@@ -130,9 +130,9 @@ forEachBackend(() => {
       const store = overriding(inner, {
         usage: {
           ...inner.usage,
-          commitStepWithUsage: async (w: StepUsageWrite) => {
+          commitStepsWithUsage: async (w: StepUsageWrite[]) => {
             if (refuse-- > 0) throw new Error("crash between the answer and its commit");
-            return inner.usage.commitStepWithUsage(w);
+            return inner.usage.commitStepsWithUsage(w);
           },
         },
       });

@@ -91,6 +91,8 @@ export interface UsageOps {
   recordUsage(rows: readonly UsageRow[], fence: Fence | null): Promise<SettleResult>;
   /** A step's result and its usage rows in one fenced transaction; a repeat changes nothing. */
   commitStepWithUsage(w: StepUsageWrite): Promise<SettleResult>;
+  /** Several of them (each fenced on its own) in one transaction: a group commit (spec §18.8). */
+  commitStepsWithUsage(items: readonly StepUsageWrite[]): Promise<SettleResult[]>;
   usageTotals(filter?: UsageFilter): Promise<UsageTotals>;
   /** Totals per provider and model, by provider then model. */
   usageByModel(filter?: UsageFilter): Promise<ModelUsage[]>;
@@ -184,6 +186,13 @@ export function* commitStepWithUsage(w: StepUsageWrite): Program<SettleResult> {
   );
   yield* insertRows(w.rows);
   return "ok";
+}
+
+/** spec §18.8: each write fenced on its own; one transaction for all. */
+export function* commitStepsWithUsage(items: readonly StepUsageWrite[]): Program<SettleResult[]> {
+  const out: SettleResult[] = [];
+  for (const w of items) out.push(yield* commitStepWithUsage(w));
+  return out;
 }
 
 /** The WHERE clause of a filter: fixed fragments, values bound as parameters. */
@@ -300,6 +309,15 @@ export function* listUsage(f: UsageFilter, limit: number): Program<UsageRecord[]
   }));
 }
 
+/** Step writes one group commit carries at most. */
+export const MAX_STEP_WRITES = 500;
+
+function checkStepWrite(w: StepUsageWrite): void {
+  checkUsageRows(w.rows);
+  if (typeof w.name !== "string" || typeof w.result !== "string")
+    throw new ValidationError("a step write needs a name and a JSON text result");
+}
+
 export type ProgramRunner = <R>(p: () => Program<R>) => Promise<R>;
 
 /** The usage operations of a store, bound to its way of running a program (one transaction each). */
@@ -310,10 +328,14 @@ export function usageOps(write: ProgramRunner, read: ProgramRunner = write): Usa
       return write(() => recordUsage(rows, fence));
     },
     commitStepWithUsage: async (w) => {
-      checkUsageRows(w.rows);
-      if (typeof w.name !== "string" || typeof w.result !== "string")
-        throw new ValidationError("a step write needs a name and a JSON text result");
+      checkStepWrite(w);
       return write(() => commitStepWithUsage(w));
+    },
+    commitStepsWithUsage: async (items) => {
+      if (!Array.isArray(items) || items.length > MAX_STEP_WRITES)
+        throw new ValidationError(`at most ${MAX_STEP_WRITES} step writes per call`);
+      for (const w of items) checkStepWrite(w);
+      return items.length === 0 ? [] : write(() => commitStepsWithUsage(items));
     },
     usageTotals: async (f) => {
       const filter = checkUsageFilter(f);

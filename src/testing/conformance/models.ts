@@ -193,6 +193,22 @@ export function registerModelTests(it: Define): void {
     expect((await store.usage.usageTotals()).responses).toBe(1);
   });
 
+  it("§18.8 a group commit fences each step write on its own", async ({ store, expect }) => {
+    const a = await claimed(store);
+    const b = await claimed(store);
+    expect((await store.settle([{ kind: "complete", fence: b.fence, result: "null" }]))[0]).toBe("ok");
+    const w = (x: { id: TaskId; fence: Fence }) => ({
+      fence: x.fence,
+      name: "turn",
+      result: "1",
+      rows: [row(`g${x.id}`, { taskId: x.id })],
+    });
+    expect(await store.usage.commitStepsWithUsage([w(a), w(b)])).toEqual(["ok", "lease_lost"]);
+    expect((await store.usage.usageTotals()).responses).toBe(1);
+    expect((await store.loadSteps(a.id)).get("turn")).toBe(1);
+    expect(await store.usage.commitStepsWithUsage([])).toEqual([]);
+  });
+
   it("§18.8 a batch with one bad row writes nothing", async ({ store, expect }) => {
     const bad: UsageRow[] = [row("ok1"), row("neg", { input: -1 })];
     await rejection(() => store.usage.recordUsage(bad, null), "RATCHET_INVALID_INPUT");
