@@ -90,4 +90,17 @@ describe("the running bounds (spec §20.5)", () => {
     expect(pick(a, running({ ...r, agentSession: null }), LATE).rule).toBe("bound:default");
     expect(pick(a, running({ ...r, lastOwnerAt: LATE - 30 * MIN }), LATE).rule).toBe("bound:default");
   });
+
+  it("§20.5 attended mode: an owner who is attached keeps a quiet session from counting as waiting", async () => {
+    const a = attempt("running", { mode: "attended" });
+    const r = { attention: "working" as const, lastActivityAt: T0 };
+    expect(pick(a, running({ ...r, lastOwnerAt: T0 + 60 * MIN }), T0 + 60 * MIN)).toEqual({
+      action: { kind: "bind-only" },
+      rule: "bound:waiting-for-owner",
+    });
+    expect(pick(a, running({ ...r, lastOwnerAt: T0 + 10 * MIN }), T0 + 40 * MIN).action).toEqual({
+      kind: "sleep-if-idle",
+      waitingSince: T0 + 10 * MIN,
+    });
+  });
 });

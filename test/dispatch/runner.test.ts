@@ -296,5 +296,28 @@ describe("the dispatch runner (spec §20.22)", () => {
       await r.pass();
       expect((await store.dispatch.getAttempt(a!.id))!.state).toBe("running");
     });
+
+    it("§20.5 attended: a quiet session stays awake while its owner visits, and sleeps once they stay away", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const attended = { ...step("pair", "wait"), mode: "attended" as const };
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [attended] }],
+        workers: [worker],
+      });
+      await store.dispatch.addItem("p", "pair", "{}");
+      await r.pass();
+      const s = worker.sessions[0]!;
+      for (let i = 0; i < 6; i++) {
+        clock.advance(10 * MIN);
+        s.owner();
+        expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["bind-only"]);
+      }
+      clock.advance(30 * MIN);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["sleep-if-idle"]);
+      expect(worker.calls.filter((c) => c.op === "suspend")).toHaveLength(1);
+    });
   });
 });

@@ -20,12 +20,15 @@ interface Bound {
  * Since when the session waits for its owner, or null when it does not
  * (spec §20.5 rule 5): it asks something (`waiting`), or, attended, its turn
  * ended or it has been quiet for `afterQuietMinutes`. Measured from the later
- * of its last activity and the stretch start, so a fresh wake restarts it.
+ * of its last activity and the stretch start (attended: and the owner's last
+ * visit), so a fresh wake, or an owner who attaches, restarts it.
  * An agent-mode session that is merely quiet is not waiting: it may stall.
  */
 export function findWaitingSince(input: Running): Instant | null {
   const { attempt, reading, now } = input;
-  const since = later(reading.lastActivityAt, stretchStart(attempt));
+  const base = later(reading.lastActivityAt, stretchStart(attempt));
+  // Attended: an owner who is attached (or was, lately) is the one the session waits for; it has not waited yet.
+  const since = attempt.mode === "attended" ? later(base, reading.lastOwnerAt) : base;
   if (reading.attention === "waiting") return since;
   if (attempt.mode !== "attended") return null;
   if (reading.attention === "turn-ended") return since;
