@@ -319,5 +319,22 @@ describe("the dispatch runner (spec §20.22)", () => {
       expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["sleep-if-idle"]);
       expect(worker.calls.filter((c) => c.op === "suspend")).toHaveLength(1);
     });
+
+    it("§20.22 items a full seat holds back do not keep later items of another kind from starting", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const a = new FakeWorker({ kind: "a", clock, programs });
+      const b = new FakeWorker({ kind: "b", clock, programs });
+      const pipelines = [
+        { name: "pa", steps: [{ ...step("s", "wait"), worker: "a" }] },
+        { name: "pb", steps: [{ ...step("s", "wait"), worker: "b" }] },
+      ];
+      const r = new DispatchRunner({ store, pipelines, workers: [a, b], seats: { a: 0 }, batch: 2 });
+      for (let i = 0; i < 3; i++) await store.dispatch.addItem("pa", "s", "{}");
+      const late = await store.dispatch.addItem("pb", "s", "{}");
+      const report = await r.pass();
+      expect(report.started).toHaveLength(1);
+      expect((await store.dispatch.getItem(late.id))!.state).toBe("running");
+    });
   });
 });

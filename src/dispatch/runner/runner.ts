@@ -22,7 +22,7 @@ import { type JsonValue, renderSpawn } from "../../core/dispatch/route.js";
 import { forgetCutoff, isKeptDue } from "../../core/dispatch/sessions.js";
 import { pickReadingAction } from "../../core/dispatch/table.js";
 import { DEFAULT_SLEEP } from "../../core/dispatch/timeouts.js";
-import type { AttemptRow } from "../../store/dispatch/ops.js";
+import type { AttemptRow, ItemRow } from "../../store/dispatch/ops.js";
 import type { WorkerAdapter } from "../workers/adapter.js";
 import { type Applied, applyDecision, wake, wakeIsOverdue } from "./apply.js";
 import { RunnerContext, type RunnerOptions } from "./context.js";
@@ -78,32 +78,44 @@ export class DispatchRunner {
     return report;
   }
 
+  /** Open items, a page at a time: up to `batch` starts, and at most 10 pages read per pass. */
   async #claim(report: PassReport): Promise<void> {
-    const { ctx } = this;
-    for (const item of await ctx.ops.listItems({ state: "open", limit: ctx.batch })) {
-      const step = ctx.pipelines.get(item.pipeline)?.steps.get(item.step);
-      const worker = step ? ctx.workers.get(step.worker) : undefined;
-      if (!step || !worker) continue;
-      const kept = item.resumeNext && item.kept?.worker === step.worker ? item.kept : null;
-      const input = JSON.parse(item.input) as JsonValue;
-      const r = await ctx.ops.startAttempt({
-        itemId: item.id,
-        phase: step.name,
-        worker: step.worker,
-        mode: step.mode,
-        defaultSeats: ctx.defaultSeats(step.worker),
-        holder: ctx.id,
-        leaseMs: ctx.leaseMs,
-        spawnFor: (attemptId) =>
-          JSON.stringify({
-            request: renderSpawn(step.spawn, { itemId: item.id, attemptId, step: step.name, input }),
-            kept,
-          }),
-      });
-      if (r.kind !== "started") continue;
-      report.started.push(r.attempt.id);
-      await launch(ctx, r.attempt, worker);
+    let after: string | null = null;
+    for (let page = 0; page < 10 && report.started.length < this.ctx.batch; page++) {
+      const items = await this.ctx.ops.listItems({ state: "open", after, limit: this.ctx.batch });
+      for (const item of items) {
+        if (report.started.length >= this.ctx.batch) return;
+        await this.#claimOne(item, report);
+      }
+      if (items.length < this.ctx.batch) return;
+      after = items.at(-1)!.id;
     }
+  }
+
+  async #claimOne(item: ItemRow, report: PassReport): Promise<void> {
+    const { ctx } = this;
+    const step = ctx.pipelines.get(item.pipeline)?.steps.get(item.step);
+    const worker = step ? ctx.workers.get(step.worker) : undefined;
+    if (!step || !worker) return;
+    const kept = item.resumeNext && item.kept?.worker === step.worker ? item.kept : null;
+    const input = JSON.parse(item.input) as JsonValue;
+    const r = await ctx.ops.startAttempt({
+      itemId: item.id,
+      phase: step.name,
+      worker: step.worker,
+      mode: step.mode,
+      defaultSeats: ctx.defaultSeats(step.worker),
+      holder: ctx.id,
+      leaseMs: ctx.leaseMs,
+      spawnFor: (attemptId) =>
+        JSON.stringify({
+          request: renderSpawn(step.spawn, { itemId: item.id, attemptId, step: step.name, input }),
+          kept,
+        }),
+    });
+    if (r.kind !== "started") return;
+    report.started.push(r.attempt.id);
+    await launch(ctx, r.attempt, worker);
   }
 
   /** The session's reading; an unbound attempt's session is looked for by its spawn name first. */

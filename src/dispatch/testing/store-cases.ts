@@ -379,4 +379,19 @@ export function registerDispatchStoreCases(define: Define): void {
     expect((await ops.archiveItem(open.id))!.state).toBe("archived");
     expect(await ops.archiveItem(open.id)).toBeNull();
   });
+
+  define(
+    "§20.20 leases go to the least recently leased attempts first, so a small batch reaches every attempt",
+    async ({ ops, expect, clock }) => {
+      const ids = [
+        (await started(ops)).attempt.id,
+        (await started(ops)).attempt.id,
+        (await started(ops)).attempt.id,
+      ];
+      clock.advance(1);
+      expect((await ops.leaseAttempts(HOLDER, LEASE, 2)).map((a) => a.id)).toEqual([ids[0], ids[1]]);
+      await ops.releaseAttempts(HOLDER, ids);
+      expect((await ops.leaseAttempts("runner-b", LEASE, 2)).map((a) => a.id)).toEqual([ids[0], ids[2]]);
+    },
+  );
 }

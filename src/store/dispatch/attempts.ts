@@ -56,8 +56,9 @@ const GUARD =
 
 /**
  * Leases up to `limit` live attempts to `holder` for `leaseMs`: those no
- * runner holds, whose lease ran out, or that `holder` holds already. On
- * PostgreSQL rows another runner is leasing right now are skipped.
+ * runner holds, whose lease ran out, or that `holder` holds already, the
+ * least recently leased first. On PostgreSQL rows another runner is leasing
+ * right now are skipped.
  * spec §20.20.
  * Invariant: a live attempt is held by at most one runner whose lease runs.
  */
@@ -66,17 +67,22 @@ export function* leaseAttempts(holder: string, leaseMs: number, limit: number): 
     `UPDATE ${A} SET holder = :holder, lease_until = :now + CAST(:lease AS bigint)
      WHERE id IN (SELECT id FROM ${A} WHERE ended_at IS NULL
                     AND (holder IS NULL OR holder = :holder OR lease_until IS NULL OR lease_until <= :now)
-                  ORDER BY id LIMIT :limit @skip)
+                  ORDER BY coalesce(lease_until, 0), id LIMIT :limit @skip)
      RETURNING *`,
     { holder, lease: leaseMs, limit },
   );
   return rows.map(toAttempt).sort((a, b) => Number(a.id) - Number(b.id));
 }
 
-/** Gives back the attempts `holder` holds (at the end of a pass), so another runner may take them at once. */
+/**
+ * Gives back the attempts `holder` holds (at the end of a pass), so another
+ * runner may take them at once. `lease_until` stays as when it was last
+ * leased: leases go to the least recently leased attempts first, so a
+ * runner whose batch is smaller than the live attempts still reaches all.
+ */
 export function* releaseAttempts(holder: string, ids: readonly string[]): Program<number> {
   const rows = yield* q(
-    `UPDATE ${A} SET holder = NULL, lease_until = NULL WHERE holder = :holder AND id IN @ids(ids) RETURNING id`,
+    `UPDATE ${A} SET holder = NULL WHERE holder = :holder AND id IN @ids(ids) RETURNING id`,
     { holder, ids: ids.map(Number) },
   );
   return rows.length;
