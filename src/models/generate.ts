@@ -63,6 +63,11 @@ export interface GenerateOptions {
   idleTimeoutMs?: number;
   timeoutMs?: number;
   call?: ModelCallOptions;
+  /**
+   * The rate-limit unit the task's buckets count tokens in (e.g. "tokens", spec §14.10): after the
+   * answer, its input + output tokens correct the estimate the buckets were charged at the start.
+   */
+  usageUnit?: string;
 }
 
 export interface TurnResult {
@@ -176,6 +181,8 @@ export async function generate(ctx: TaskContext, opts: GenerateOptions): Promise
   }
   const stored = JSON.parse(text) as TurnResult;
   known.set(key, stored);
+  if (opts.usageUnit !== undefined)
+    await ctx.reportUsage({ [opts.usageUnit]: result.usage.input + result.usage.output });
   return stored;
 }
 

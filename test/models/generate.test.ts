@@ -172,6 +172,49 @@ forEachBackend(() => {
       expect((await r.get(id))!.outcome).toBe("aborted");
     });
 
+    it("§18.7 with usageUnit, the answer's tokens correct the estimate the task's rate-limit buckets were charged", async () => {
+      const inner = await createStore();
+      const reports: unknown[] = [];
+      const store = overriding(inner, {
+        reportUsage: (id: number, usage: Record<string, number>) => {
+          reports.push(usage);
+          return inner.reportUsage(id, usage);
+        },
+      });
+      const model = fauxModel({ scripts: [{ text: "ok", usage: { input: 30, output: 12 } }] });
+      const task = defineTask({
+        name: "turn",
+        rateLimit: [{ name: "tpm", limit: 10_000, periodMs: 60_000, cost: 500, unit: "tokens" }],
+        async run(ctx: TaskContext) {
+          return generate(ctx, { name: "answer", model, prompt: PROMPT, usageUnit: "tokens" });
+        },
+      });
+      const r = await openRatchet([task], { store });
+      const id = await r.enqueue(task);
+      await drain(r);
+      expect((await r.get(id))!.outcome).toBe("completed");
+      expect(reports).toEqual([{ tokens: 42 }]);
+    });
+
+    it("§18.7 a turn name used twice in one run is a DuplicateStepError", async () => {
+      const model = fauxModel({ scripts: [{ text: "ok" }] });
+      const task = defineTask({
+        name: "turn",
+        retry: { maxAttempts: 1 },
+        async run(ctx: TaskContext) {
+          await generate(ctx, { name: "answer", model, prompt: PROMPT });
+          return generate(ctx, { name: "answer", model, prompt: PROMPT });
+        },
+      });
+      const r = await openRatchet([task]);
+      const id = await r.enqueue(task);
+      await drain(r);
+      const t = (await r.get(id))!;
+      expect(t.outcome).toBe("failed");
+      expect(t.error).toMatchObject({ code: "RATCHET_DUPLICATE_STEP" });
+      expect(model.calls).toBe(1);
+    });
+
     it("§18.5 a router is used like a model: the usage row names the route that answered", async () => {
       const a = fauxModel({ provider: "down", scripts: [{ error: { status: 503 } }] });
       const b = fauxModel({ provider: "faux", scripts: [{ text: "ok" }] });
