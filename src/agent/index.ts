@@ -42,6 +42,7 @@ export type {
 export { EnvError } from "./env/types.js";
 export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
+export { defineSubagent, type Subagent, type SubagentOptions } from "./subagents.js";
 export type { Settled } from "./submission.js";
 export { Submission } from "./submission.js";
 // Tools and the built-in coding tools (spec §19.6–§19.9).

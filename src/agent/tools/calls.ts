@@ -30,6 +30,8 @@ export interface ToolCall {
 export interface ToolCallInput extends ToolCall {
   /** The conversation's working directory, for the environment. */
   cwd: string;
+  /** The conversation the round belongs to, if the round said. */
+  conversationId?: string;
 }
 
 /** A call's answer, in call order. `interrupted`: its worker died mid-call and the tool is unsafe. */
@@ -62,7 +64,11 @@ export interface ToolCalls {
   readonly task: TaskDefinition<ToolCallInput, ToolCallOutcome>;
   readonly tools: ReadonlyMap<string, ToolDefinition<unknown>>;
   /** Runs a round from inside the turn's task; resolves with every call's outcome, in call order. */
-  runRound(ctx: TaskContext, calls: readonly ToolCall[], opts: { cwd: string }): Promise<ToolCallOutcome[]>;
+  runRound(
+    ctx: TaskContext,
+    calls: readonly ToolCall[],
+    opts: { cwd: string; conversationId?: string },
+  ): Promise<ToolCallOutcome[]>;
 }
 
 export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
@@ -118,6 +124,8 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
           env: envOf(input.cwd),
           signal: ctx.signal,
           output: (text) => out.write(text),
+          task: ctx,
+          ...(input.conversationId === undefined ? {} : { conversationId: input.conversationId }),
         },
         input.args,
       );
@@ -128,7 +136,11 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     onAbort: (ctx, input) => interrupted(ctx, input, "the call was aborted"),
   });
 
-  async function runRound(ctx: TaskContext, calls: readonly ToolCall[], ro: { cwd: string }) {
+  async function runRound(
+    ctx: TaskContext,
+    calls: readonly ToolCall[],
+    ro: { cwd: string; conversationId?: string },
+  ) {
     checkRound(calls, ro.cwd);
     const outcomes = new Map<string, ToolCallOutcome>();
     // Consecutive parallel calls go together; a sequential call runs alone, after what came before.
@@ -142,7 +154,13 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     for (const group of groups) {
       const ids: number[] = [];
       for (const c of group)
-        ids.push(await ctx.spawn(`tool:${c.callId}`, task, { ...c, cwd: ro.cwd } satisfies ToolCallInput));
+        ids.push(
+          await ctx.spawn(`tool:${c.callId}`, task, {
+            ...c,
+            cwd: ro.cwd,
+            ...(ro.conversationId === undefined ? {} : { conversationId: ro.conversationId }),
+          } satisfies ToolCallInput),
+        );
       const ended = await ctx.waitFor(ids);
       for (const [i, e] of ended.entries()) {
         const c = group[i]!;

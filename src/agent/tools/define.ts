@@ -10,6 +10,7 @@
  * Invariant: a tool's code never sees arguments its schema refused (spec §19.6).
  */
 
+import type { TaskContext } from "../../engine/context.js";
 import type { StandardSchemaV1 } from "../../engine/definition.js";
 import { ConfigError } from "../../errors.js";
 import type { ExecutionEnv } from "../env/types.js";
@@ -24,6 +25,10 @@ export interface ToolContext {
   readonly signal: AbortSignal;
   /** Output as it is produced (the call's durable stream, spec §16); optional for the code. */
   output(text: string): void;
+  /** The call's own task, when it runs as a tool call (runRound): for tools that spawn or wait. */
+  readonly task?: TaskContext;
+  /** The conversation the round belongs to, when the round said (spec §19.11). */
+  readonly conversationId?: string;
 }
 
 /** What the model reads back. */
