@@ -223,7 +223,7 @@ async function* parts(
   };
 }
 
-async function collect(
+export async function collect(
   stream: ReadableStream<LanguageModelV4StreamPart>,
 ): Promise<LanguageModelV4GenerateResult> {
   const content: LanguageModelV4GenerateResult["content"] = [];

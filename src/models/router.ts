@@ -28,6 +28,7 @@ import { ModelError, NoRouteError, ValidationError } from "../errors.js";
 import type { BreakerOps } from "../store/breakers/ops.js";
 import { memoryBreakers } from "./breakers.js";
 import { toModelError } from "./classify.js";
+import { collect } from "./faux.js";
 import type { RouteInfo } from "./stream.js";
 
 export interface RouteSpec {
@@ -209,9 +210,8 @@ export function createRouter(opts: RouterOptions): Router {
     supportedUrls: {},
     routes: routes.map((r) => ({ name: r.name, key: r.key, weight: r.weight })),
     doStream: (call) => start(call),
-    async doGenerate() {
-      throw new ValidationError("the router streams: use streamModel or generate");
-    },
+    // Non-streaming callers (the AI SDK's generateText) get the same routing over doStream.
+    doGenerate: async (call) => collect((await start(call)).stream),
   };
   return router;
 }

@@ -31,8 +31,13 @@ describe("the inference router (spec §18.5)", () => {
     const a = fauxModel({ provider: "pa", scripts: [{ error: { status: 429, retryAfterSeconds: 3 } }] });
     const b = fauxModel({ provider: "pb", scripts: [{ error: { status: 503 } }] });
     const c = fauxModel({ provider: "pc", scripts: [{ text: "from c" }] });
+    const t = fauxModel({ provider: "pt", scripts: [{ error: { status: 408 } }] });
+    const n = fauxModel({ provider: "pn", scripts: [{ text: "x" }] });
+    n.doStream = async () => {
+      throw Object.assign(new TypeError("fetch failed"), { cause: { code: "ECONNREFUSED" } });
+    };
     const r = createRouter({
-      routes: [{ model: a }, { model: b }, { model: c, name: "third" }],
+      routes: [{ model: a }, { model: b }, { model: t }, { model: n }, { model: c, name: "third" }],
       breaker: CFG,
     });
     const { events, error } = await ask(r);
@@ -45,6 +50,8 @@ describe("the inference router (spec §18.5)", () => {
       fallbacks: [
         { route: "pa/faux-1", code: "RATCHET_MODEL_RATE_LIMITED" },
         { route: "pb/faux-1", code: "RATCHET_MODEL_UNAVAILABLE" },
+        { route: "pt/faux-1", code: "RATCHET_MODEL_TIMEOUT" },
+        { route: "pn/faux-1", code: "RATCHET_MODEL_CONNECTION" },
       ],
     });
     expect([a.calls, b.calls, c.calls]).toEqual([1, 1, 1]);
@@ -130,6 +137,14 @@ describe("the inference router (spec §18.5)", () => {
         random,
       ).map((x) => x.n),
     ).toEqual([1, 2]);
+  });
+
+  it("§18.5 doGenerate routes too (for non-streaming callers)", async () => {
+    const a = fauxModel({ scripts: [{ error: { status: 503 } }] });
+    const b = fauxModel({ provider: "pb", scripts: [{ text: "whole" }] });
+    const res = await createRouter({ routes: [{ model: a }, { model: b }] }).doGenerate({ prompt: PROMPT });
+    expect(res.content).toEqual([{ type: "text", text: "whole" }]);
+    expect(res.finishReason.unified).toBe("stop");
   });
 
   it("§18.5 bad routes are refused when the router is made", () => {

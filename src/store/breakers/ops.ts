@@ -15,6 +15,7 @@ import {
   type BreakerMode,
   type BreakerState,
   CLOSED,
+  checkBreakerConfig,
   decideBreaker,
 } from "../../core/breaker.js";
 import { ValidationError } from "../../errors.js";
@@ -156,10 +157,12 @@ export function breakerOps(write: ProgramRunner, read: ProgramRunner = write): B
   return {
     admitBreaker: async (key, config) => {
       checkBreakerKey(key);
+      checkBreakerConfig(config);
       return write(() => admitBreaker(key, config));
     },
     reportBreaker: async (key, ok, probe, config) => {
       checkBreakerKey(key);
+      checkBreakerConfig(config);
       return write(() => reportBreaker(key, ok === true, probe === true, config));
     },
     listBreakers: async (limit = MAX_BREAKERS_LISTED) => read(() => listBreakers(limit)),

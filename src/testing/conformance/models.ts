@@ -124,6 +124,10 @@ export function registerModelTests(it: Define): void {
     expect(await store.breakers.admitBreaker(KEY, CFG)).toEqual({ admit: true, probe: false });
     await rejection(() => store.breakers.admitBreaker("", CFG), "RATCHET_INVALID_INPUT");
     await rejection(
+      () => store.breakers.reportBreaker(KEY, false, false, { ...CFG, failures: 0 }),
+      "RATCHET_INVALID_INPUT",
+    );
+    await rejection(
       () => store.breakers.reportBreaker("x".repeat(513), false, false, CFG),
       "RATCHET_INVALID_INPUT",
     );
