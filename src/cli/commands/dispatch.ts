@@ -35,7 +35,13 @@ function state(o: { state?: string }, allowed: readonly string[]): string | null
 }
 
 export function registerDispatch(program: Command): void {
-  const dispatch = program.command("dispatch").description("supervise agent sessions (spec §20)");
+  registerRunnerCommands(program.command("dispatch").description("supervise agent sessions (spec §20)"));
+  registerItemCommands(program);
+  registerAttemptCommands(program);
+}
+
+/** `dispatch run`, `dispatch closeout`, `dispatch wake`, `dispatch why`. */
+function registerRunnerCommands(dispatch: Command): void {
   dispatch
     .command("run")
     .description(
@@ -127,7 +133,10 @@ export function registerDispatch(program: Command): void {
         print(`attempt ${a.id}: ${why.sentence}`);
       });
     });
+}
 
+/** `items`, `item add`, `item close`, `item archive`. */
+function registerItemCommands(program: Command): void {
   program
     .command("items")
     .description("list dispatch items (id order)")
@@ -209,8 +218,6 @@ export function registerDispatch(program: Command): void {
         print(`item ${id} archived`);
       });
     });
-
-  registerAttemptCommands(program);
 }
 
 const ATTEMPT_STATES = [

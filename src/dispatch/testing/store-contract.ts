@@ -10,6 +10,7 @@ import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
 import type { ConformanceRunner } from "../../testing/conformance.js";
 import { FakeClock } from "../../testing/fake-clock.js";
 import { registerDispatchStoreCases } from "./store-cases.js";
+import { registerDispatchSessionCases } from "./store-session-cases.js";
 
 export interface DispatchStore extends DispatchCapable {
   migrate(): Promise<void>;
@@ -33,7 +34,7 @@ export interface DispatchEnv {
 export function registerDispatchStoreContract(opts: DispatchStoreContractOptions): void {
   const { runner } = opts;
   runner.describe(`dispatch store conformance: ${opts.name}`, () => {
-    registerDispatchStoreCases((title, fn) =>
+    const define = (title: string, fn: (env: DispatchEnv) => Promise<void>) =>
       runner.it(title, async () => {
         const clock = new FakeClock();
         const store = await opts.open(clock);
@@ -43,8 +44,9 @@ export function registerDispatchStoreContract(opts: DispatchStoreContractOptions
         } finally {
           await store.close().catch(() => {});
         }
-      }),
-    );
+      });
+    registerDispatchStoreCases(define);
+    registerDispatchSessionCases(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

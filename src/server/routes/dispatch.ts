@@ -33,6 +33,27 @@ const str = (v: unknown, what: string): string => {
 };
 
 export function registerDispatchRoutes(app: Hono, ratchet: Ratchet): void {
+  registerItemRoutes(app, ratchet);
+  registerAttemptRoutes(app, ratchet);
+  app.get("/api/dispatch/seats", async (c) => c.json({ seats: await opsOf(ratchet).seats() }));
+
+  // The board: a pipeline's items that are not archived, by step, each with its live attempt (if any).
+  app.get("/api/dispatch/board", async (c) => {
+    const ops = opsOf(ratchet);
+    const pipeline = c.req.query("pipeline");
+    const items = (await ops.listItems({ pipeline, limit: 1_000 })).filter((i) => i.state !== "archived");
+    const live = await ops.listAttempts({ live: true, limit: 1_000 });
+    const byItem = new Map(live.map((a) => [a.itemId, a]));
+    const steps: Record<string, unknown[]> = {};
+    for (const i of items) {
+      steps[i.step] ??= [];
+      steps[i.step]!.push({ ...i, attempt: byItem.get(i.id) ?? null });
+    }
+    return c.json({ pipeline: pipeline ?? null, steps });
+  });
+}
+
+function registerItemRoutes(app: Hono, ratchet: Ratchet): void {
   app.get("/api/dispatch/items", async (c) => {
     const limit = parseIntParam(c.req.query("limit"), "limit", 1, 1_000) ?? 100;
     const q = {
@@ -64,7 +85,9 @@ export function registerDispatchRoutes(app: Hono, ratchet: Ratchet): void {
     if (!r) throw new NotFoundError(`open or running item ${c.req.param("id")}`);
     return c.json(r);
   });
+}
 
+function registerAttemptRoutes(app: Hono, ratchet: Ratchet): void {
   app.get("/api/dispatch/attempts", async (c) => {
     const limit = parseIntParam(c.req.query("limit"), "limit", 1, 1_000) ?? 100;
     const live = parseBoolean(c.req.query("live"), "live") ?? false;
@@ -101,22 +124,5 @@ export function registerDispatchRoutes(app: Hono, ratchet: Ratchet): void {
     const a = await opsOf(ratchet).requestWake(c.req.param("id"), "operator");
     if (!a) throw new NotFoundError(`sleeping attempt ${c.req.param("id")} without a wake requested`);
     return c.json({ attempt: a });
-  });
-
-  app.get("/api/dispatch/seats", async (c) => c.json({ seats: await opsOf(ratchet).seats() }));
-
-  // The board: a pipeline's items that are not archived, by step, each with its live attempt (if any).
-  app.get("/api/dispatch/board", async (c) => {
-    const ops = opsOf(ratchet);
-    const pipeline = c.req.query("pipeline");
-    const items = (await ops.listItems({ pipeline, limit: 1_000 })).filter((i) => i.state !== "archived");
-    const live = await ops.listAttempts({ live: true, limit: 1_000 });
-    const byItem = new Map(live.map((a) => [a.itemId, a]));
-    const steps: Record<string, unknown[]> = {};
-    for (const i of items) {
-      steps[i.step] ??= [];
-      steps[i.step]!.push({ ...i, attempt: byItem.get(i.id) ?? null });
-    }
-    return c.json({ pipeline: pipeline ?? null, steps });
   });
 }
