@@ -129,6 +129,16 @@ describe("the provider seam and faux (spec §18.1, §18.3)", () => {
     await expect(rest).rejects.toBe(reason);
   });
 
+  it("§18.3 faux latency waits before the first part, and an abort cuts it short", async () => {
+    const m = fauxModel({ scripts: [{ text: "late", latencyMs: 60_000 }] });
+    const ac = new AbortController();
+    const reason = new Error("no time");
+    const pending = events(streamModel(m, PROMPT, { signal: ac.signal }));
+    await expect.poll(() => m.calls).toBe(1);
+    ac.abort(reason);
+    await expect(pending).rejects.toBe(reason);
+  });
+
   it("§18.1 a stream that ends without a finish is a PROTOCOL error; bad timeouts are refused", async () => {
     const m = fauxModel({ scripts: [{ text: "a" }] });
     m.doStream = async () => ({ stream: new ReadableStream({ start: (c) => c.close() }) });
