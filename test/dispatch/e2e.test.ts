@@ -4,7 +4,7 @@
  * resumed after a failed review, is revived in its kept session with the
  * review's message, exits; and a script that stalls and is stopped. The
  * store and the adapters share a fake clock; sessions run in real time, so
- * the test waits on conditions.
+ * the test waits on conditions. On SQLite and PostgreSQL.
  */
 import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -17,8 +17,10 @@ import type { WorkerAdapter } from "../../src/dispatch/workers/adapter.js";
 import { ProcessWorker } from "../../src/dispatch/workers/process.js";
 import type { SessionDirs } from "../../src/dispatch/workers/session-dir.js";
 import { TmuxWorker } from "../../src/dispatch/workers/tmux.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../../src/testing/fake-clock.js";
+import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
 import { waitUntil } from "../process/harness.js";
 
 const base = mkdtempSync(join(tmpdir(), "ratchet-dispatch-e2e-"));
@@ -67,11 +69,23 @@ const ADAPTERS: [string, (root: string, clock: FakeClock) => Adapter][] = [
   ["tmux", (root, clock) => new TmuxWorker({ root, clock, socket })],
 ];
 
-describe.each(ADAPTERS)("a whole pipeline on the %s adapter (spec §20.22)", (kind, make) => {
+const BACKENDS = ["sqlite", "postgres"] as const;
+const CASES = ADAPTERS.flatMap(([kind, make]) => BACKENDS.map((b) => [kind, b, make] as const));
+const schemas: string[] = [];
+afterAll(() => dropSchemas(schemas));
+
+describe.each(CASES)("a whole pipeline on the %s adapter, %s (spec §20.22)", (kind, backend, make) => {
+  if (backend === "postgres" && !pgGate(it)) return;
   async function setup() {
     const dir = mkdtempSync(join(base, `${kind}-`));
     const clock = new FakeClock();
-    const store = new SqliteStore({ path: join(dir, "d.db"), clock });
+    let store: SqliteStore | PostgresStore;
+    if (backend === "sqlite") store = new SqliteStore({ path: join(dir, "d.db"), clock });
+    else {
+      const schema = newSchemaName();
+      schemas.push(schema);
+      store = new PostgresStore({ connectionString: PG_URL, schema, clock });
+    }
     await store.migrate();
     const worker = make(join(dir, "sessions"), clock);
     const runner = new DispatchRunner({ store, pipelines: pipelines(kind), workers: [worker] });
