@@ -154,7 +154,10 @@ export async function generate(ctx: TaskContext, opts: GenerateOptions): Promise
   const stepName = `model:${checkName(opts?.name, "turn name")}`;
   const key = inv.stepPrefix + stepName;
   let used = USED.get(inv);
-  if (!used) USED.set(inv, (used = new Set()));
+  if (!used) {
+    used = new Set();
+    USED.set(inv, used);
+  }
   if (used.has(key)) throw new DuplicateStepError(stepName);
   used.add(key);
   const known = await committedTurns(inv);
