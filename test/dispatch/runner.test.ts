@@ -336,5 +336,52 @@ describe("the dispatch runner (spec §20.22)", () => {
       expect(report.started).toHaveLength(1);
       expect((await store.dispatch.getItem(late.id))!.state).toBe("running");
     });
+
+    it("§20.15 §20.20 a revival whose answer was lost is found running and bound, not revived again or replaced", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const revivable = {
+        ...programs,
+        // The first run succeeds and ends; a revival (it got a message) works on.
+        build: (s: import("../../src/dispatch/workers/fake.js").FakeSession) =>
+          s.messages.length > 0 ? s.say("again\n") : programs.ok(s),
+      };
+      const worker = new FakeWorker({ clock, programs: revivable });
+      const pipeline = {
+        name: "p",
+        steps: [
+          step("build", "build", { succeeded: { to: "review" } }),
+          step("review", "bad", { failed: { to: "build", resume: true, max: 1 } }),
+        ],
+      };
+      let dieAfterLaunch = false;
+      const r = new DispatchRunner({
+        store,
+        pipelines: [pipeline],
+        workers: [worker],
+        debug: async (point) => {
+          if (point === "launched" && dieAfterLaunch) throw new Error("killed here");
+        },
+      });
+      const item = await store.dispatch.addItem("p", "build", "{}");
+      await passes(r, 2);
+      const kept = (await store.dispatch.getItem(item.id))!.kept!;
+      dieAfterLaunch = true;
+      const died = await r.pass();
+      expect(died.errors.map((e) => e.message)).toEqual([`item ${item.id}: killed here`]);
+      dieAfterLaunch = false;
+      await r.pass();
+      const third = (await store.dispatch.listAttempts({ itemId: item.id, limit: 10 }))[2]!;
+      expect(third).toMatchObject({
+        phase: "build",
+        state: "running",
+        session: kept.session,
+        resumeFallback: false,
+      });
+      expect(worker.calls.filter((c) => c.op === "resumeKept")).toHaveLength(1);
+      expect(worker.calls.filter((c) => c.op === "start").map((c) => c.session)).not.toContain(
+        `ratchet-${third.id}`,
+      );
+    });
   });
 });

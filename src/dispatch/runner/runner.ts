@@ -73,8 +73,13 @@ export class DispatchRunner {
           leased.map((a) => a.id),
         );
     }
-    await this.#strays(report);
-    await this.#forget(now, report);
+    for (const step of [() => this.#strays(report), () => this.#forget(now, report)]) {
+      try {
+        await step();
+      } catch (e) {
+        report.errors.push({ attempt: null, message: (e as Error).message });
+      }
+    }
     return report;
   }
 
@@ -85,7 +90,11 @@ export class DispatchRunner {
       const items = await this.ctx.ops.listItems({ state: "open", after, limit: this.ctx.batch });
       for (const item of items) {
         if (report.started.length >= this.ctx.batch) return;
-        await this.#claimOne(item, report);
+        try {
+          await this.#claimOne(item, report);
+        } catch (e) {
+          report.errors.push({ attempt: null, message: `item ${item.id}: ${(e as Error).message}` });
+        }
       }
       if (items.length < this.ctx.batch) return;
       after = items.at(-1)!.id;
@@ -124,7 +133,14 @@ export class DispatchRunner {
     worker: WorkerAdapter,
   ): Promise<{ attempt: AttemptRow; reading: SessionReading }> {
     if (a.session !== null) return { attempt: a, reading: await worker.read(a.session) };
-    const found = await worker.find(this.ctx.spawnOf(a).request.name);
+    const { request, kept } = this.ctx.spawnOf(a);
+    let found = await worker.find(request.name);
+    // A revival whose answer was lost (the runner died before binding it) shows as the kept session
+    // running again: bind it rather than revive it twice, or fall back to a second session.
+    if (found === null && kept !== null && !a.resumeFallback) {
+      const k = await worker.read(kept.session);
+      if (k.kind === "running") found = kept.session;
+    }
     if (found === null) return { attempt: a, reading: { kind: "absent" } };
     const m = await this.ctx.ops.moveAttempt(
       this.ctx.guard(a),
