@@ -16,7 +16,7 @@ import type {
   LanguageModelV4Usage,
 } from "@ai-sdk/provider";
 import { ValidationError } from "../errors.js";
-import type { Usage } from "./stream.js";
+import { sessionOf, type Usage } from "./stream.js";
 
 export interface FauxScript {
   text?: string;
@@ -66,6 +66,8 @@ export interface FauxModel extends LanguageModelV4 {
   readonly calls: number;
   /** The prompts of the requests, in order. */
   readonly prompts: LanguageModelV4CallOptions["prompt"][];
+  /** The provider session identity of each request (spec §18.7), in order. */
+  readonly sessions: (string | undefined)[];
 }
 
 const MAX_SCRIPT_CHARS = 1024 * 1024;
@@ -129,6 +131,7 @@ export function fauxModel(opts: FauxOptions): FauxModel {
         };
   let calls = 0;
   const prompts: LanguageModelV4CallOptions["prompt"][] = [];
+  const sessions: (string | undefined)[] = [];
   const model: FauxModel = {
     specificationVersion: "v4",
     provider: opts.provider ?? "faux",
@@ -138,10 +141,12 @@ export function fauxModel(opts: FauxOptions): FauxModel {
       return calls;
     },
     prompts,
+    sessions,
     async doStream(call) {
       const s = checkScript(pick(calls, call));
       calls++;
       prompts.push(call.prompt);
+      sessions.push(sessionOf(call));
       if (s.latencyMs) await wait(s.latencyMs, call.abortSignal);
       if (s.error && s.error.afterChunks === undefined)
         throw new FauxApiError(

@@ -59,6 +59,11 @@ export interface GenerateOptions {
   /** Cancels the request; default ctx.signal (abort, deadline, lost lease). */
   signal?: AbortSignal;
   conversationId?: string | null;
+  /**
+   * The provider session identity (spec §18.7), for prompt caching; default the conversation id.
+   * A fork or a child conversation has an id of its own, so a fresh session.
+   */
+  sessionId?: string;
   catalog?: ModelCatalog;
   idleTimeoutMs?: number;
   timeoutMs?: number;
@@ -207,7 +212,7 @@ async function request(ctx: TaskContext, opts: GenerateOptions, w: StreamWriter)
       signal: opts.signal ?? ctx.signal,
       idleTimeoutMs: opts.idleTimeoutMs,
       timeoutMs: opts.timeoutMs,
-      call: opts.call,
+      call: withSession(opts),
     })) {
       if (ev.type === "text") {
         out.text += ev.delta;
@@ -243,6 +248,13 @@ async function request(ctx: TaskContext, opts: GenerateOptions, w: StreamWriter)
     throw await failed(e, w);
   }
   return out;
+}
+
+function withSession(opts: GenerateOptions): ModelCallOptions | undefined {
+  const session = opts.sessionId ?? opts.conversationId ?? undefined;
+  if (session === undefined) return opts.call;
+  const po = opts.call?.providerOptions ?? {};
+  return { ...opts.call, providerOptions: { ...po, ratchet: { ...po.ratchet, sessionId: session } } };
 }
 
 /** The engine's reading of a model failure (spec §18.7), after noting it in the stream. */

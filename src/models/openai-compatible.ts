@@ -21,6 +21,7 @@ import type {
   LanguageModelV4StreamPart,
 } from "@ai-sdk/provider";
 import { ModelError, ValidationError } from "../errors.js";
+import { sessionOf } from "./stream.js";
 
 export interface OpenAICompatibleOptions {
   /** e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 */
@@ -101,6 +102,7 @@ function body(modelId: string, call: LanguageModelV4CallOptions): Msg {
     ...(call.temperature !== undefined ? { temperature: call.temperature } : {}),
     ...(call.stopSequences?.length ? { stop: call.stopSequences } : {}),
     ...(tools.length ? { tools } : {}),
+    ...(sessionOf(call) !== undefined ? { prompt_cache_key: sessionOf(call) } : {}),
   };
 }
 

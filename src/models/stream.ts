@@ -67,6 +67,16 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
 export const DEFAULT_TIMEOUT_MS = 10 * 60_000;
 const MAX_TIMEOUT_MS = 24 * 3600_000;
 
+/**
+ * The provider session identity of a request (spec §18.7), in `providerOptions.ratchet.sessionId`:
+ * providers that cache prompts key their cache by it (the OpenAI-compatible provider sends it as
+ * `prompt_cache_key`); others ignore it.
+ */
+export function sessionOf(call: Pick<LanguageModelV4CallOptions, "providerOptions">): string | undefined {
+  const v = call.providerOptions?.ratchet?.sessionId;
+  return typeof v === "string" ? v : undefined;
+}
+
 export const ZERO_USAGE: Usage = { input: 0, output: 0, cached: 0, reasoning: 0 };
 
 /** The AI SDK's usage as ours (missing counts are 0). */

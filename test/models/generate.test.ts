@@ -74,6 +74,8 @@ forEachBackend(() => {
       });
       expect(res.cost).toBeCloseTo((10 * 1 + 4 * 2) / 1e6);
       expect(model.calls).toBe(1);
+      // spec §18.7: the conversation is the provider session identity (prompt caching).
+      expect(model.sessions).toEqual(["conv-1"]);
       const got = await chunks(r, id);
       expect(got[0]).toEqual({ t: "attempt", attempt: 1 });
       expect(got.filter((c) => c.t === "text").map((c) => (c as { d: string }).d)).toEqual([

@@ -104,6 +104,18 @@ describe("OpenAI-compatible provider over a mock server (spec §18.3)", () => {
     ]);
   });
 
+  it("§18.7 the provider session identity is sent as prompt_cache_key", async () => {
+    handler = (_req, res) => {
+      sse(res, [delta("x"), finish("stop"), "[DONE]"]);
+      res.end();
+    };
+    const call = { providerOptions: { ratchet: { sessionId: "conv-9" } } };
+    for await (const _ of streamModel(model(), PROMPT, { call })) {
+      // drain
+    }
+    expect(bodies.at(-1)).toMatchObject({ prompt_cache_key: "conv-9" });
+  });
+
   it("§18.3 tool calls assembled from argument deltas, after the text", async () => {
     handler = (_req, res) => {
       sse(res, [
