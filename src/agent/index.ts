@@ -18,6 +18,14 @@ export type {
 } from "../store/conversations/types.js";
 export { ENTRY_KINDS } from "../store/conversations/types.js";
 export { CONVERSATION_LIMITS } from "../store/conversations/validate.js";
+export {
+  type AgentSpec,
+  type AssistantData,
+  DEFAULT_MAX_TURNS,
+  defineAgent,
+  promptOf,
+  type ToolResultData,
+} from "./agent.js";
 export type {
   CommitInput,
   ConversationsOptions,
