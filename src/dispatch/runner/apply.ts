@@ -51,8 +51,8 @@ export async function applyDecision(
     case "nothing":
     case "await-spawn":
       return "nothing";
-    case "bind-only":
-      return a.session === null ? move({}) : "nothing";
+    case "bind-only": // the session was bound when it was read (runner.ts), so the reading is all there is
+      return "nothing";
     case "move-to-running":
       return move(
         act.via === "reconcile" ? { state: "running", startedAt: a.startedAt ?? now } : { state: "running" },

@@ -154,7 +154,8 @@ export class DispatchRunner {
   async #reconcile(listed: AttemptRow, now: number, report: PassReport): Promise<void> {
     const { ctx } = this;
     const worker = ctx.workers.get(listed.worker);
-    if (!worker) return; // another runner has this kind's adapter
+    // Another runner has this kind's adapter, or this pipeline (settling without it could not route the item).
+    if (!worker || !ctx.pipelines.has(listed.pipeline)) return;
     const { attempt: a, reading } = await this.#read(listed, worker);
     const sleep = ctx.pipelines.get(a.pipeline)?.sleep ?? DEFAULT_SLEEP;
     const d = pickReadingAction({
