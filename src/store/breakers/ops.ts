@@ -139,6 +139,11 @@ export function* reportBreaker(
   return toRecord(key, d.next, now);
 }
 
+/** Whether the key has a row at all: a missing row is a closed breaker with nothing to decide. */
+export function* hasBreaker(key: string): Program<boolean> {
+  return (yield* one(`SELECT key FROM ${B} WHERE key = :key`, { key })) !== undefined;
+}
+
 export function* listBreakers(limit: number): Program<BreakerRecord[]> {
   const n = Math.max(1, Math.min(MAX_BREAKERS_LISTED, Math.floor(limit)));
   const rows = yield* q<Row>(`SELECT * FROM ${B} ORDER BY key LIMIT ${n}`);
@@ -158,6 +163,9 @@ export function breakerOps(write: ProgramRunner, read: ProgramRunner = write): B
     admitBreaker: async (key, config) => {
       checkBreakerKey(key);
       checkBreakerConfig(config);
+      // A healthy route (no row) is admitted on a plain read, without the write transaction and the
+      // key's lock: a row that appears meanwhile opened after this request started, like one in flight.
+      if (!(await read(() => hasBreaker(key)))) return { admit: true, probe: false };
       return write(() => admitBreaker(key, config));
     },
     reportBreaker: async (key, ok, probe, config) => {
