@@ -55,7 +55,11 @@ export interface ToolCallsOptions {
   env?: (cwd: string) => ExecutionEnv;
   /** The child task's name. Default "ratchet.tool-call". */
   name?: string;
-  /** Bound of one call's invocation (spec §4.1). Default 10 min. */
+  /**
+   * Bound of one call's invocation before a heartbeat (spec §4.1, §3.8): a running call heartbeats
+   * every maxMs / 3, so a live tool runs on while a dead worker's call is taken over within
+   * maxMs + leaseGraceMs. Default 10 min.
+   */
   maxMs?: number;
 }
 
@@ -79,6 +83,7 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     tools.set(t.name, t);
   }
   const envOf = o.env ?? ((cwd: string) => new LocalEnv({ cwd }));
+  const maxMs = o.maxMs ?? 600_000;
 
   async function interrupted(ctx: TaskContext, input: ToolCallInput, why: string): Promise<ToolCallOutcome> {
     const kept = new HeadTail(INTERRUPTED_KEEP);
@@ -95,7 +100,7 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
 
   const task = defineTask<ToolCallInput, ToolCallOutcome>({
     name: o.name ?? "ratchet.tool-call",
-    maxMs: o.maxMs ?? 600_000,
+    maxMs,
     retry: { maxAttempts: 3, baseMs: 1_000, capMs: 10_000 },
     async run(ctx, input) {
       const tool = tools.get(input.tool);
@@ -117,6 +122,12 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
           `the worker running it stopped (attempt ${intent.attempt}) and it is not safe to run again`,
         );
       const out = await ctx.stream(OUTPUT);
+      // A long command keeps its lease (spec §3.8): maxMs can stay short, so a dead worker's call is
+      // taken over soon, while a live one runs as long as its tool allows.
+      const beat = setInterval(
+        () => void ctx.heartbeat().catch(() => {}),
+        Math.max(250, Math.floor(maxMs / 3)),
+      );
       const result = await runTool(
         tool,
         {
@@ -128,7 +139,7 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
           ...(input.conversationId === undefined ? {} : { conversationId: input.conversationId }),
         },
         input.args,
-      );
+      ).finally(() => clearInterval(beat));
       await out.close();
       return { callId: input.callId, tool: input.tool, result };
     },
