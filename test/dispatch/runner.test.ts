@@ -383,5 +383,27 @@ describe("the dispatch runner (spec §20.22)", () => {
         `ratchet-${third.id}`,
       );
     });
+
+    it("§20.5 §20.7 a session at its usage limit is closed usage-limit, stopped, and settled with that forced failure", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const r = new DispatchRunner({
+        store,
+        pipelines: [{ name: "p", steps: [step("build", "wait")] }],
+        workers: [worker],
+      });
+      await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      worker.sessions[0]!.usageLimit(clock.now() + 3_600_000);
+      expect((await r.pass()).decisions.map((d) => d.rule)).toEqual(["bound:usage-limit"]);
+      clock.advance(120_000);
+      expect((await r.pass()).decisions.map((d) => d.action)).toEqual(["stop"]);
+      await r.pass();
+      expect((await store.dispatch.listAttempts({ limit: 1 }))[0]).toMatchObject({
+        state: "failed",
+        forced: "usage-limit",
+      });
+    });
   });
 });

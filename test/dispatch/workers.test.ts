@@ -27,6 +27,8 @@ registerWorkerContract<FakeWorker>({
         exit3: (s) => s.say("bad\n").exit(3),
         wait: (s) => (released.has(s.id) ? s.say("ready\ngo\n").exit(0) : s.say("ready\n")),
         turn: (s) => s.say("ready\n").attention("turn-ended").agentSession("agent-7"),
+        limit: (s) =>
+          released.has(s.id) ? s.say("go\n").exit(0) : s.say("ready\n").usageLimit(1_800_000_000_000),
       },
     }),
   spawn: (behaviour, name) => ({ name, command: [behaviour], prompt: null, cwd: null, env: {} }),
@@ -37,6 +39,7 @@ registerWorkerContract<FakeWorker>({
   poke: async (w, s) => {
     w.session(s).say("more output\n");
   },
+  ready: async () => true,
   runner,
 });
 

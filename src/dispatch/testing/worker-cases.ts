@@ -2,7 +2,7 @@
 import type { SessionReading } from "../../core/dispatch/model.js";
 import type { Expect } from "../../testing/conformance.js";
 import type { WorkerAdapter } from "../workers/adapter.js";
-import type { WorkerEnv } from "./worker-contract.js";
+import { until, type WorkerEnv } from "./worker-contract.js";
 
 type Define<W extends WorkerAdapter> = (
   title: string,
@@ -61,10 +61,23 @@ export function registerWorkerCases<W extends WorkerAdapter>(define: Define<W>, 
     },
   );
 
+  define("§20.2 a session that hit its usage limit reports when it resets", async (env) => {
+    const s = await startAs(env, "limit", "limit");
+    const r = await env.readUntil(
+      s,
+      "the usage limit",
+      (x) => x.kind === "running" && x.usageLimitResetsAt !== null,
+    );
+    expect(r).toMatchObject({ kind: "running", usageLimitResetsAt: 1_800_000_000_000 });
+    await env.opts.release(env.worker, s);
+    await env.readUntil(s, "the end", isEnded);
+  });
+
   define(
     "§20.17 lastActivityAt moves only when the session produces output, on the worker's clock",
     async (env) => {
       const s = await startAs(env, "wait", "activity");
+      await until("the session's first output", () => env.opts.ready(env.worker, s));
       // Quiet: two reads a clock second apart give the same instant.
       const quiet = await env.readUntil(s, "a quiet session", (r) => {
         if (r.kind !== "running") return false;

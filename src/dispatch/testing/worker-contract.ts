@@ -20,9 +20,10 @@
  * adapter): `exit0` says something, writes a succeeded close-out and exits 0;
  * `exit3` exits 3; `wait` says `ready`, then repeats what it is told (`poke`)
  * until it is released (`release`) and exits 0; `turn` reports attention
- * `turn-ended` and agent session `agent-7`, then behaves like `wait`.
+ * `turn-ended` and agent session `agent-7`, then behaves like `wait`; `limit`
+ * reports a usage limit that resets at 1800000000000, then behaves like `wait`.
  */
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { SessionReading } from "../../core/dispatch/model.js";
 import type { ConformanceRunner } from "../../testing/conformance.js";
@@ -31,7 +32,7 @@ import type { SpawnRequest, WorkerAdapter } from "../workers/adapter.js";
 import type { SessionDirs } from "../workers/session-dir.js";
 import { registerWorkerCases } from "./worker-cases.js";
 
-export type Behaviour = "exit0" | "exit3" | "wait" | "turn";
+export type Behaviour = "exit0" | "exit3" | "wait" | "turn" | "limit";
 
 export interface WorkerContractOptions<W extends WorkerAdapter> {
   name: string;
@@ -43,6 +44,8 @@ export interface WorkerContractOptions<W extends WorkerAdapter> {
   release(worker: W, session: string): Promise<void>;
   /** Makes a `wait` or `turn` session produce output. */
   poke(worker: W, session: string): Promise<void>;
+  /** Whether a `wait` session has said `ready` (its first output is out). */
+  ready(worker: W, session: string): Promise<boolean>;
   /** Once, after all tests. */
   cleanup?(): Promise<void>;
   runner: ConformanceRunner;
@@ -51,12 +54,13 @@ export interface WorkerContractOptions<W extends WorkerAdapter> {
 /** The shell text of a behaviour, for adapters that run commands (reports go through RATCHET_SESSION_DIR). */
 export function shellBehaviour(b: Behaviour): string {
   const wait =
-    'echo ready; while [ ! -e "$D/go" ]; do if [ -e "$D/say" ]; then cat "$D/say"; rm -f "$D/say"; fi; sleep 0.05; done; echo go; exit 0';
+    'echo ready; touch "$D/ready"; while [ ! -e "$D/go" ]; do if [ -e "$D/say" ]; then cat "$D/say"; rm -f "$D/say"; fi; sleep 0.05; done; echo go; exit 0';
   const body: Record<Behaviour, string> = {
     exit0: `echo hello; printf '{"outcome":"succeeded","summary":"ok"}' > "$D/closeout.json"; exit 0`,
     exit3: "echo bad; exit 3",
     wait,
     turn: `printf turn-ended > "$D/attention"; printf agent-7 > "$D/agent-session"; ${wait}`,
+    limit: `printf 1800000000000 > "$D/usage-limit"; ${wait}`,
   };
   return `D="$RATCHET_SESSION_DIR"; ${body[b]}`;
 }
@@ -66,6 +70,7 @@ export function dirControls<W extends WorkerAdapter & { dirs: SessionDirs }>() {
   return {
     release: async (w: W, s: string) => writeFileSync(join(w.dirs.dir(s), "go"), ""),
     poke: async (w: W, s: string) => writeFileSync(join(w.dirs.dir(s), "say"), "more output\n"),
+    ready: async (w: W, s: string) => existsSync(join(w.dirs.dir(s), "ready")),
   };
 }
 
