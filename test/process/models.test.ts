@@ -3,7 +3,8 @@
  * - one half-open probe among four worker processes asking one breaker at once;
  * - a turn's worker SIGKILLed mid-stream: the rerun in another process re-requests, the text
  *   committed before the kill is still in the stream, the answer is whole, usage counted once;
- * - SIGKILLed after the answer and before its commit: the billed answer is recorded once as failed.
+ * - SIGKILLed after the answer and before its commit: the billed answer is recorded once as failed;
+ * - SIGKILLed before the request and after the commit: the answer whole, usage once.
  * On SQLite (one file) and PostgreSQL (one schema).
  */
 import { join } from "node:path";
@@ -58,16 +59,19 @@ async function oneProbe(store: string, schema?: string): Promise<void> {
   }
 }
 
-async function killTurn(
-  store: string,
-  schema: string | undefined,
-  at: "mid-stream" | "before-commit",
-): Promise<void> {
+type KillPoint = "before-request" | "mid-stream" | "before-commit" | "after-commit";
+const SAYS = {
+  "before-request": "requesting",
+  "before-commit": "answered",
+  "after-commit": "committed",
+} as const;
+
+async function killTurn(store: string, schema: string | undefined, at: KillPoint): Promise<void> {
   const r = await open(store, schema);
   const workers: FixtureProcess[] = [];
   try {
     const a = new FixtureProcess(
-      args(store, schema, ...(at === "before-commit" ? ["--hold-commit"] : [])),
+      args(store, schema, ...(at === "mid-stream" ? [] : ["--stop-at", at])),
       SCRIPT,
     );
     workers.push(a);
@@ -79,7 +83,7 @@ async function killTurn(
         "40 characters committed",
         async () => (await chunks(r, id)).filter((c) => c.t === "text").length >= 40,
       );
-    else await a.waitFor("answered", 30_000);
+    else await a.waitFor(SAYS[at], 30_000);
     a.kill("SIGKILL");
     await a.exited;
     const before = await chunks(r, id);
@@ -100,10 +104,15 @@ async function killTurn(
     const after = await chunks(r, id);
     // Committed text is never lost: everything committed before the kill is still the stream's prefix.
     expect(after.slice(0, before.length)).toEqual(before);
-    expect(after.filter((c) => c.t === "attempt")).toHaveLength(2);
+    // After the commit the rerun replays the answer: no second attempt, no second request.
+    // (Before the request the first attempt's marker may not have been committed yet.)
+    const attempts = after.filter((c) => c.t === "attempt").length;
+    if (at === "after-commit") expect(attempts).toBe(1);
+    else if (at !== "before-request") expect(attempts).toBe(2);
     const totals = await r.store.usage.usageTotals({ taskId: id });
-    if (at === "mid-stream") expect(totals).toMatchObject({ responses: 1, failed: 0, output: TEXT.length });
-    else expect(totals).toMatchObject({ responses: 2, failed: 1, output: 2 * TEXT.length });
+    if (at === "before-commit")
+      expect(totals).toMatchObject({ responses: 2, failed: 1, output: 2 * TEXT.length });
+    else expect(totals).toMatchObject({ responses: 1, failed: 0, output: TEXT.length });
     expect((await r.store.usage.usageTotals({ conversationId: "conv-kill" })).responses).toBe(
       totals.responses,
     );
@@ -134,6 +143,10 @@ describe("models across processes (spec §18)", () => {
   it("§18.8 SQLite: SIGKILL after the answer before its commit — the billed answer is recorded once as failed", async () => {
     await killTurn(db(), undefined, "before-commit");
   });
+  it("§18.7 SQLite: SIGKILL before the request, and after the commit — usage once, the answer whole", async () => {
+    await killTurn(db(), undefined, "before-request");
+    await killTurn(db(), undefined, "after-commit");
+  });
 
   describe("postgres", () => {
     if (!pgGate(it)) return;
@@ -154,6 +167,10 @@ describe("models across processes (spec §18)", () => {
     });
     it("§18.8 PostgreSQL: SIGKILL after the answer before its commit — the billed answer is recorded once as failed", async () => {
       await killTurn(PG_URL, schema(), "before-commit");
+    });
+    it("§18.7 PostgreSQL: SIGKILL before the request, and after the commit — usage once, the answer whole", async () => {
+      await killTurn(PG_URL, schema(), "before-request");
+      await killTurn(PG_URL, schema(), "after-commit");
     });
   });
 });
