@@ -6,7 +6,7 @@
  * Modes of one request:
  * - choosing: the next route is admitted by its breaker or skipped;
  * - starting: doStream is called and parts are read up to the first content part (text,
- *   reasoning, tool call, finish). A retryable failure here falls back to the next route; a
+ *   reasoning, tool call, finish), within firstPartTimeoutMs (a stall is a TIMEOUT). A retryable failure here falls back to the next route; a
  *   non-retryable one (a 4xx a retry cannot fix) is thrown at once, never retried elsewhere;
  * - committed: the route's parts pass through. Its finish carries the route (providerMetadata
  *   .ratchet.route) and reports success to the breaker; a failure after content is thrown as it
@@ -48,6 +48,8 @@ export interface RouterOptions {
   breaker?: Partial<BreakerConfig>;
   random?: Random;
   clock?: Clock;
+  /** Longest wait for a route's first content part before falling back (spec §18.5). Default 30 s. */
+  firstPartTimeoutMs?: number;
 }
 
 export interface Router extends LanguageModelV4 {
@@ -96,6 +98,46 @@ export function routeOrder<T extends { weight: number | undefined }>(
   return keyed.map((x) => x.r);
 }
 
+/**
+ * A route's request up to its first content part, within `firstPartMs` (spec §18.5): a route that
+ * stalls before answering is cancelled (its own AbortSignal, linked to the caller's) and counts as
+ * a TIMEOUT, so the next route is tried instead of the whole request waiting for its idle timeout.
+ */
+async function openRoute(route: Route, call: LanguageModelV4CallOptions, firstPartMs: number) {
+  const ac = new AbortController();
+  const outer = call.abortSignal;
+  if (outer?.aborted) ac.abort(outer.reason);
+  else outer?.addEventListener("abort", () => ac.abort(outer.reason), { once: true });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const e = new ModelError("RATCHET_MODEL_TIMEOUT", `${route.name}: no answer within ${firstPartMs} ms`);
+      ac.abort(e);
+      reject(e);
+    }, firstPartMs);
+  });
+  stalled.catch(() => {});
+  let reader: ReadableStreamDefaultReader<LanguageModelV4StreamPart> | undefined;
+  try {
+    const res = await Promise.race([route.model.doStream({ ...call, abortSignal: ac.signal }), stalled]);
+    reader = res.stream.getReader();
+    const head: LanguageModelV4StreamPart[] = [];
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), stalled]);
+      if (done)
+        throw new ModelError("RATCHET_MODEL_PROTOCOL", `${route.name}: stream ended before any content`);
+      if (value.type === "error") throw value.error;
+      head.push(value);
+      if (isContent(value)) return { res, reader, head };
+    }
+  } catch (e) {
+    reader?.cancel().catch(() => {});
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const isContent = (p: LanguageModelV4StreamPart) =>
   p.type === "text-delta" || p.type === "reasoning-delta" || p.type === "tool-call" || p.type === "finish";
 
@@ -105,6 +147,9 @@ export function createRouter(opts: RouterOptions): Router {
   const clock = opts.clock ?? systemClock;
   const breakers = opts.breakers ?? memoryBreakers(clock);
   const random = opts.random ?? systemRandom;
+  const firstPartMs = opts.firstPartTimeoutMs ?? 30_000;
+  if (!Number.isInteger(firstPartMs) || firstPartMs < 1 || firstPartMs > 3_600_000)
+    throw new ValidationError("firstPartTimeoutMs must be an integer in [1, 3600000]");
   const callerAborted = (call: LanguageModelV4CallOptions) =>
     call.abortSignal?.aborted === true && !(call.abortSignal.reason instanceof ModelError);
 
@@ -123,17 +168,7 @@ export function createRouter(opts: RouterOptions): Router {
       }
       const report = (ok: boolean) => breakers.reportBreaker(route.key, ok, adm.probe, config);
       try {
-        const res = await route.model.doStream(call);
-        const reader = res.stream.getReader();
-        const head: LanguageModelV4StreamPart[] = [];
-        for (;;) {
-          const { done, value } = await reader.read();
-          if (done)
-            throw new ModelError("RATCHET_MODEL_PROTOCOL", `${route.name}: stream ended before any content`);
-          if (value.type === "error") throw value.error;
-          head.push(value);
-          if (isContent(value)) break;
-        }
+        const { res, reader, head } = await openRoute(route, call, firstPartMs);
         const info: RouteInfo = {
           name: route.name,
           provider: route.model.provider,

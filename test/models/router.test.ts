@@ -57,6 +57,24 @@ describe("the inference router (spec §18.5)", () => {
     expect([a.calls, b.calls, c.calls]).toEqual([1, 1, 1]);
   });
 
+  it("§18.5 a route that stalls before its first content is cancelled and the next route answers", async () => {
+    let cancelled: AbortSignal | undefined;
+    const a = fauxModel({ scripts: [{ stall: true }] });
+    const inner = a.doStream.bind(a);
+    a.doStream = (call) => {
+      cancelled = call.abortSignal;
+      return inner(call);
+    };
+    const b = fauxModel({ provider: "pb", scripts: [{ text: "b" }] });
+    const r = createRouter({ routes: [{ model: a }, { model: b }], firstPartTimeoutMs: 30 });
+    const { events } = await ask(r);
+    expect(text(events)).toBe("b");
+    expect(finishOf(events).route?.fallbacks).toEqual([
+      { route: "faux/faux-1", code: "RATCHET_MODEL_TIMEOUT" },
+    ]);
+    expect(cancelled?.aborted).toBe(true);
+  });
+
   it("§18.5 never falls back on a non-retryable 4xx", async () => {
     const a = fauxModel({ scripts: [{ error: { status: 400 } }] });
     const b = fauxModel({ provider: "pb", scripts: [{ text: "never" }] });
