@@ -405,5 +405,26 @@ describe("the dispatch runner (spec §20.22)", () => {
         forced: "usage-limit",
       });
     });
+
+    it("§20.29 an item whose attempt hit its usage limit waits for the reset before its next attempt", async () => {
+      const clock = new FakeClock();
+      const store = await open(clock);
+      const worker = new FakeWorker({ clock, programs });
+      const retry = { ...step("build", "wait"), on: { "usage-limit": { to: "build", max: 2 } } };
+      const r = new DispatchRunner({ store, pipelines: [{ name: "p", steps: [retry] }], workers: [worker] });
+      const item = await store.dispatch.addItem("p", "build", "{}");
+      await r.pass();
+      const resetsAt = clock.now() + 3_600_000;
+      worker.sessions[0]!.usageLimit(resetsAt);
+      await r.pass(); // close: usage-limit
+      clock.advance(120_000);
+      await r.pass(); // stop
+      await r.pass(); // settle, routed back to build, not before the reset
+      expect(await store.dispatch.getItem(item.id)).toMatchObject({ state: "open", notBefore: resetsAt });
+      clock.set(resetsAt - 1);
+      expect((await r.pass()).started).toEqual([]);
+      clock.set(resetsAt);
+      expect((await r.pass()).started).toHaveLength(1);
+    });
   });
 });

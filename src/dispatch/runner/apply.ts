@@ -93,7 +93,11 @@ export async function applyDecision(
       await ctx.ops.noteEvent(a.id, "resume", detail);
       return "applied";
     case "close":
-      return move({ state: "closing", closing: act.cause, closingAt: now });
+      return move(
+        act.cause === "usage-limit"
+          ? { state: "closing", closing: act.cause, closingAt: now, usageResetsAt: act.resetsAt }
+          : { state: "closing", closing: act.cause, closingAt: now },
+      );
     case "stop":
       if (a.session !== null) await worker.stop(a.session);
       await ctx.ops.noteEvent(a.id, "stop", detail);

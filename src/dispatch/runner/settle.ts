@@ -49,10 +49,12 @@ export async function settle(
   if (item && pipeline && item.state === "running") {
     const r = routeOf(pipeline, a.phase, succeeded, forced, item.taken);
     const taken = r.edge === null ? item.taken : { ...item.taken, [r.edge]: (item.taken[r.edge] ?? 0) + 1 };
+    // spec §20.29: an item routed on after a usage limit waits for the limit to reset.
+    const notBefore = forced === "usage-limit" ? a.usageResetsAt : null;
     route =
       r.kind === "step"
-        ? { step: r.to, state: "open", taken, resumeNext: r.resume }
-        : { step: a.phase, state: r.state, taken, resumeNext: false };
+        ? { step: r.to, state: "open", taken, resumeNext: r.resume, notBefore }
+        : { step: a.phase, state: r.state, taken, resumeNext: false, notBefore: null };
     if (shouldKeep(pipeline, a, succeeded, sessionStopped))
       keep = {
         expect: item.kept,

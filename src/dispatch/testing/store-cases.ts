@@ -127,7 +127,13 @@ export function registerDispatchStoreCases(define: Define): void {
         sessionStopped: true,
         closeout: null,
       };
-      const route = { step: "build", state: "open" as const, taken: { "build:failed": 1 }, resumeNext: true };
+      const route = {
+        step: "build",
+        state: "open" as const,
+        taken: { "build:failed": 1 },
+        resumeNext: true,
+        notBefore: null,
+      };
       const r = await ops.settleAttempt(g, s, route, null, { rule: "settle-closing" });
       expect(r.kind).toBe("moved");
       expect(await ops.getAttempt(a.id)).toMatchObject({
@@ -189,7 +195,7 @@ export function registerDispatchStoreCases(define: Define): void {
         sessionStopped: true,
         closeout: null,
       };
-      const route = { step: "build", state: "open" as const, taken: {}, resumeNext: false };
+      const route = { step: "build", state: "open" as const, taken: {}, resumeNext: false, notBefore: null };
       await ops.settleAttempt({ id: a.id, version: 1, holder: HOLDER }, s, route, null, null);
       expect((await ops.getItem(item.id))!.state).toBe("closed");
       expect(await ops.closeItem(item.id)).toBeNull();

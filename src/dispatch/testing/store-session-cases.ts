@@ -145,4 +145,32 @@ export function registerDispatchSessionCases(define: Define): void {
       expect((await ops.leaseAttempts("runner-b", LEASE, 2)).map((a) => a.id)).toEqual([ids[0], ids[2]]);
     },
   );
+
+  define(
+    "§20.29 an item routed with notBefore starts no attempt before that instant",
+    async ({ ops, expect, clock }) => {
+      const { attempt: a, item } = await started(ops);
+      const s = {
+        state: "failed" as const,
+        forced: "usage-limit" as const,
+        sessionStopped: true,
+        closeout: null,
+      };
+      const route = {
+        step: "build",
+        state: "open" as const,
+        taken: {},
+        resumeNext: false,
+        notBefore: clock.now() + 5_000,
+      };
+      await ops.settleAttempt({ id: a.id, version: 0, holder: HOLDER }, s, route, null, null);
+      expect((await ops.getItem(item.id))!.notBefore).toBe(clock.now() + 5_000);
+      expect(await ops.startAttempt(spec(item.id))).toEqual({
+        kind: "not_before",
+        until: clock.now() + 5_000,
+      });
+      clock.advance(5_000);
+      expect((await ops.startAttempt(spec(item.id))).kind).toBe("started");
+    },
+  );
 }

@@ -31,6 +31,7 @@ export interface AttemptPatch {
   readonly closing?: ClosingCause | null;
   readonly session?: string | null;
   readonly resumeFallback?: boolean;
+  readonly usageResetsAt?: number | null;
 }
 
 const COLUMNS: Readonly<Record<keyof AttemptPatch, string>> = {
@@ -43,6 +44,7 @@ const COLUMNS: Readonly<Record<keyof AttemptPatch, string>> = {
   closing: "closing",
   session: "session",
   resumeFallback: "resume_fallback",
+  usageResetsAt: "usage_resets_at",
 };
 const BIGINTS = new Set([
   "started_at",
@@ -50,6 +52,7 @@ const BIGINTS = new Set([
   "wake_requested_at",
   "suspend_requested_at",
   "closing_at",
+  "usage_resets_at",
 ]);
 const GUARD =
   "id = CAST(:id AS bigint) AND version = CAST(:version AS bigint) AND holder = :holder AND ended_at IS NULL";
@@ -124,6 +127,8 @@ export interface ItemRoute {
   readonly state: ItemState;
   readonly taken: Readonly<Record<string, number>>;
   readonly resumeNext: boolean;
+  /** No attempt of the item starts before this instant (spec §20.29). */
+  readonly notBefore: number | null;
 }
 
 /** The kept-session write (spec §20.13): applied only if the item's slot still holds `expect`. */
@@ -159,7 +164,7 @@ export function* settleAttempt(
     const ends = route.state === "done" || route.state === "closed" || route.state === "archived";
     yield* q(
       `UPDATE ${I} SET step = :step, state = :state, taken = :taken, resume_next = :resume, updated_at = :now,
-         ended_at = ${ends ? ":now" : "NULL"}
+         not_before = CAST(:notBefore AS bigint), ended_at = ${ends ? ":now" : "NULL"}
        WHERE id = CAST(:item AS bigint) AND state = 'running'`,
       {
         item: a.itemId,
@@ -167,6 +172,7 @@ export function* settleAttempt(
         state: route.state,
         taken: JSON.stringify(route.taken),
         resume: route.resumeNext ? 1 : 0,
+        notBefore: route.notBefore,
       },
     );
   }

@@ -117,7 +117,8 @@ export type StartResult =
   | { readonly kind: "started"; readonly attempt: AttemptRow; readonly item: ItemRow }
   | { readonly kind: "stale" }
   | { readonly kind: "seat_full"; readonly held: number; readonly limit: number }
-  | { readonly kind: "backoff"; readonly until: number };
+  | { readonly kind: "backoff"; readonly until: number }
+  | { readonly kind: "not_before"; readonly until: number };
 
 /**
  * Starts an attempt for an open item (spec §20.6, §20.19): the item must
@@ -135,11 +136,14 @@ export function* startAttempt(s: StartSpec): Program<StartResult> {
     { id: s.itemId, phase: s.phase },
   );
   if (!item) return { kind: "stale" };
+  const now = Number((yield* one<{ t: number }>("SELECT :now AS t"))!.t);
+  // spec §20.29: an item waiting for a usage limit to reset starts nothing before then.
+  if (item.not_before != null && Number(item.not_before) > now)
+    return { kind: "not_before", until: Number(item.not_before) };
   const seat = yield* one<{ seat_limit: number | null; backoff_until: number | null }>(
     `SELECT seat_limit, backoff_until FROM ${SEATS} WHERE worker = :worker`,
     { worker: s.worker },
   );
-  const now = Number((yield* one<{ t: number }>("SELECT :now AS t"))!.t);
   if (seat?.backoff_until != null && Number(seat.backoff_until) > now)
     return { kind: "backoff", until: Number(seat.backoff_until) };
   const limit = seat && seat.seat_limit !== null ? Number(seat.seat_limit) : s.defaultSeats;

@@ -20,6 +20,8 @@ export interface ItemRow {
   /** The next attempt revives the kept session (its edge had `resume: true`). */
   readonly resumeNext: boolean;
   readonly kept: KeptSession | null;
+  /** No attempt starts before this instant (a usage limit's reset, spec §20.29). */
+  readonly notBefore: number | null;
   readonly createdAt: number;
   readonly updatedAt: number;
   readonly endedAt: number | null;
@@ -37,6 +39,8 @@ export interface AttemptRow extends AttemptView {
   readonly forgotten: boolean;
   /** The close-out the settlement read (JSON), if any. */
   readonly closeout: string | null;
+  /** When the usage limit that closed it resets (spec §20.29). */
+  readonly usageResetsAt: number | null;
   /** The compare-and-set guard: every move names the version it read. */
   readonly version: number;
   readonly holder: string | null;
@@ -74,6 +78,7 @@ export function toItem(r: Record<string, unknown>): ItemRow {
     taken: JSON.parse(r.taken as string) as Record<string, number>,
     resumeNext: Number(r.resume_next) === 1,
     kept: r.kept === null || r.kept === undefined ? null : (JSON.parse(r.kept as string) as KeptSession),
+    notBefore: num(r.not_before),
     createdAt: Number(r.created_at),
     updatedAt: Number(r.updated_at),
     endedAt: num(r.ended_at),
@@ -104,6 +109,7 @@ export function toAttempt(r: Record<string, unknown>): AttemptRow {
     resumeFallback: Number(r.resume_fallback) === 1,
     forgotten: Number(r.forgotten) === 1,
     closeout: (r.closeout as string | null) ?? null,
+    usageResetsAt: num(r.usage_resets_at),
     version: Number(r.version),
     holder: (r.holder as string | null) ?? null,
     leaseUntil: num(r.lease_until),

@@ -2,7 +2,8 @@
  * The dispatch tables (spec §20.18), one text for both backends: `ID` is the
  * identity column's spelling (SQLite INTEGER PRIMARY KEY, PostgreSQL bigint
  * identity). Released as SQLite migration 10 and PostgreSQL migration 13:
- * never edit this text; change the schema with a new migration.
+ * never edit this text; change the schema with a new migration (SQLite 12 and PostgreSQL 15 add
+ * `attempts.usage_resets_at` and `items.not_before`, spec §20.29).
  *
  * - items: an item of a pipeline, its current step and state, the edge takes
  *   that bound its cycles (`taken`, JSON), whether its next attempt revives

@@ -577,6 +577,14 @@ CREATE INDEX ratchet_usage_created ON {s}.ratchet_usage (created_at);
 ALTER TABLE {s}.ratchet_conversations ADD COLUMN closed_at bigint;
 `,
   },
+  {
+    version: 15,
+    sql: `
+-- Dispatch (spec §20.29): see the SQLite migration 12.
+ALTER TABLE {s}.ratchet_dispatch_attempts ADD COLUMN usage_resets_at bigint;
+ALTER TABLE {s}.ratchet_dispatch_items ADD COLUMN not_before bigint;
+`,
+  },
 ];
 
 export const PG_LATEST_VERSION = PG_MIGRATIONS[PG_MIGRATIONS.length - 1]!.version;

@@ -402,6 +402,15 @@ CREATE INDEX ratchet_usage_created ON ratchet_usage (created_at);
 ALTER TABLE ratchet_conversations ADD COLUMN closed_at INTEGER;
 `,
   },
+  {
+    version: 12,
+    sql: `
+-- Dispatch (spec §20.29): the usage limit that closed an attempt, and the instant before which its item
+-- starts no attempt.
+ALTER TABLE ratchet_dispatch_attempts ADD COLUMN usage_resets_at INTEGER;
+ALTER TABLE ratchet_dispatch_items ADD COLUMN not_before INTEGER;
+`,
+  },
 ];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
