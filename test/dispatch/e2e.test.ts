@@ -27,6 +27,8 @@ const base = mkdtempSync(join(tmpdir(), "ratchet-dispatch-e2e-"));
 const socket = `ratchet-e2e-${process.pid}`;
 afterAll(async () => {
   await new Promise((r) => execFile("tmux", ["-L", socket, "kill-server"], () => r(null)));
+  // tmux leaves its socket file behind after kill-server.
+  rmSync(join(process.env.TMUX_TMPDIR ?? "/tmp", `tmux-${process.getuid?.() ?? 0}`, socket), { force: true });
   rmSync(base, { recursive: true, force: true });
 });
 

@@ -16,6 +16,8 @@ const root = mkdtempSync(join(tmpdir(), "ratchet-tmux-owner-"));
 const socket = `ratchet-owner-${process.pid}`;
 afterAll(async () => {
   await new Promise((r) => execFile("tmux", ["-L", socket, "kill-server"], () => r(null)));
+  // tmux leaves its socket file behind after kill-server.
+  rmSync(join(process.env.TMUX_TMPDIR ?? "/tmp", `tmux-${process.getuid?.() ?? 0}`, socket), { force: true });
   rmSync(root, { recursive: true, force: true });
 });
 

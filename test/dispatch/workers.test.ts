@@ -76,6 +76,10 @@ registerWorkerContract<TmuxWorker>({
   ...dirControls<TmuxWorker>(),
   cleanup: async () => {
     await new Promise((r) => execFile("tmux", ["-L", socket, "kill-server"], () => r(null)));
+    // tmux leaves its socket file behind after kill-server.
+    rmSync(join(process.env.TMUX_TMPDIR ?? "/tmp", `tmux-${process.getuid?.() ?? 0}`, socket), {
+      force: true,
+    });
     rmSync(tmuxRoot, { recursive: true, force: true });
   },
   runner,
