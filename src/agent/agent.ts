@@ -37,6 +37,7 @@ export interface AgentSpec {
   cwd?: string | ((conversationId: string) => string);
   /** Turns one run may take (spec §19.15). Default 20. */
   maxTurns?: number;
+  /** Bound of the run's invocation between heartbeats; a turn heartbeats every maxMs / 3. Default 60 s. */
   maxMs?: number;
   version?: number;
   /** Per-turn stream idle and overall timeouts (spec §18.4). */
@@ -73,6 +74,7 @@ function parseInput(input: string): unknown {
 
 export function defineAgent(spec: AgentSpec): RunDefinition<null> {
   const maxTurns = spec.maxTurns ?? DEFAULT_MAX_TURNS;
+  const maxMs = spec.maxMs ?? 60_000;
   if (!Number.isInteger(maxTurns) || maxTurns < 1 || maxTurns > MAX_MAX_TURNS)
     throw new ConfigError(`agent "${spec.name}": maxTurns must be an integer in [1, ${MAX_MAX_TURNS}]`);
   if (spec.model === undefined || spec.model === null)
@@ -92,10 +94,16 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
   return defineRun<null>({
     name: spec.name,
     version: spec.version,
-    maxMs: spec.maxMs ?? 600_000,
+    maxMs,
     async run(rc: RunContext, ctx: TaskContext) {
       for (let turn = 0; turn < maxTurns; turn++) {
         const prompt = promptOf(spec.instructions, await rc.context());
+        // A long answer keeps the run's lease (spec §3.8): maxMs stays short, so a dead worker's
+        // run is taken over soon after, while a live one streams as long as the model talks.
+        const beat = setInterval(
+          () => void ctx.heartbeat().catch(() => {}),
+          Math.max(250, Math.floor(maxMs / 3)),
+        );
         const r = await generate(ctx, {
           name: `turn-${turn}`,
           model: modelOf(),
@@ -104,7 +112,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           ...(spec.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: spec.idleTimeoutMs }),
           ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
           ...(toolSpecs ? { call: { tools: toolSpecs } } : {}),
-        });
+        }).finally(() => clearInterval(beat));
         const calls = r.toolCalls.map((c) => ({ id: c.id, name: c.name, input: parseInput(c.input) }));
         const data: AssistantData = { text: r.text, usage: r.usage, cost: r.cost, route: r.route };
         if (calls.length === 0) {

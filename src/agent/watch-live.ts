@@ -58,17 +58,24 @@ export async function* watchConversation(
     );
   };
 
+  // The runs seen: the one in progress, and each that wrote an entry (a run may end between passes).
+  const runs = new Set<number>();
   const discover = async () => {
     const c = await ratchet.store.conversations.getConversation(id);
-    if (!c?.runTaskId) return;
-    for (const t of await ratchet.store.subtree(c.runTaskId, 500))
-      for (const s of await ratchet.streams(t.id)) follow(t.id, s.name);
+    if (c?.runTaskId) runs.add(c.runTaskId);
+    for (const run of runs)
+      for (const t of await ratchet.store.subtree(run, 500))
+        for (const s of await ratchet.streams(t.id)) follow(t.id, s.name);
   };
 
   const entries = (async () => {
     for await (const entry of watchEntries(ratchet.store.conversations, id, { ...o, signal: stop.signal })) {
+      // Streams first: a run's output is committed before the entry that ends its turn.
+      if (entry.taskId !== null && entry.kind !== "user") {
+        runs.add(entry.taskId);
+        await discover().catch(() => {});
+      }
       push({ kind: "entry", entry });
-      await discover().catch(() => {});
     }
   })()
     .catch((e) => {
@@ -94,6 +101,8 @@ export async function* watchConversation(
       wake = undefined;
     }
     await entries;
+    // The streams a run opened after the last pass, before it went idle.
+    await discover().catch(() => {});
     // Draining: the run is over; each follower reads to its stream's end (its task ended) or stops.
     const drained = Promise.all(followers);
     const late = setTimeout(() => stop.abort(), 2_000);

@@ -13,6 +13,7 @@ import { pathToFileURL } from "node:url";
 import { Command, CommanderError } from "commander";
 import { RatchetError } from "../errors.js";
 import { UsageError } from "./args.js";
+import { registerChat } from "./commands/chat.js";
 import { registerConversations } from "./commands/conversations.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerDispatch } from "./commands/dispatch.js";
@@ -61,6 +62,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerStream(program);
   registerModels(program);
   registerConversations(program);
+  registerChat(program);
   registerDispatch(program);
   registerDemo(program);
   registerServe(program);

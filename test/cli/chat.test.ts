@@ -1,0 +1,96 @@
+/**
+ * `ratchet chat` (spec §19.15, §18.7) as a person uses it, from real processes: a one-shot message,
+ * piped lines, and a kill -9 in the middle of a streamed answer — `ratchet chat ID` again resumes
+ * the run and finishes it, one answer in the transcript, its usage counted once.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, expect, it } from "vitest";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const MAIN = path.join(ROOT, "dist/src/cli/main.js");
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function setup() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ratchet-chat-"));
+  dirs.push(dir);
+  const env = { ...process.env };
+  delete env.RATCHET_STORE;
+  delete env.OPENAI_API_KEY;
+  const argv = (...a: string[]) => [MAIN, "--store", `sqlite:${path.join(dir, "c.db")}`, ...a];
+  const run = (input: string | undefined, ...a: string[]) =>
+    spawnSync(process.execPath, argv(...a), { cwd: dir, encoding: "utf8", env, input, timeout: 60_000 });
+  return { dir, env, argv, run };
+}
+
+it("§19.15 ratchet chat --message answers once and exits; piped lines are a conversation", () => {
+  const { run } = setup();
+  const one = run(undefined, "chat", "c1", "--message", "hello");
+  expect([one.status, one.stderr]).toEqual([0, ""]);
+  expect(one.stdout).toBe(
+    'agent> You said: "hello". This is the faux model; give --provider openai-compatible for a real one.\n',
+  );
+  const piped = run("first\nsecond\n", "chat", "c1");
+  expect(piped.status).toBe(0);
+  expect(piped.stdout.match(/^agent> You said: "(first|second)"/gm)).toEqual([
+    'agent> You said: "first"',
+    'agent> You said: "second"',
+  ]);
+  const t = JSON.parse(run(undefined, "--json", "conversation", "c1").stdout) as {
+    entries: { kind: string }[];
+  };
+  expect(t.entries.map((e) => e.kind)).toEqual([
+    "user",
+    "assistant",
+    "user",
+    "assistant",
+    "user",
+    "assistant",
+  ]);
+  expect(run(undefined, "chat", "c1", "--provider", "nope").status).toBe(2);
+  expect(run(undefined, "chat", "c1", "--tools", "read,teleport").status).toBe(2);
+});
+
+it("§18.7 §19.15 kill -9 mid-answer, then ratchet chat ID resumes: one answer, usage counted once", async () => {
+  const { argv, env, dir, run } = setup();
+  const child = spawn(process.execPath, argv("chat", "k1", "--message", "tell me", "--faux-rate", "15"), {
+    cwd: dir,
+    env,
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8");
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no partial answer: ${out}`)), 30_000);
+    child.stdout.on("data", (d: string) => {
+      out += d;
+      if (/agent> You said/.test(out)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  child.kill("SIGKILL");
+  await new Promise((r) => child.once("exit", r));
+  expect(out).not.toMatch(/real one\./); // killed mid-answer
+
+  const again = run("", "chat", "k1");
+  expect(again.status).toBe(0);
+  expect(again.stdout).toContain("(resuming the answer in progress)");
+  expect(again.stdout).toMatch(
+    /You said: "tell me"\. This is the faux model; give --provider openai-compatible for a real one\./,
+  );
+  const t = JSON.parse(run(undefined, "--json", "conversation", "k1").stdout) as {
+    entries: { kind: string }[];
+  };
+  expect(t.entries.map((e) => e.kind)).toEqual(["user", "assistant"]);
+  const usage = JSON.parse(run(undefined, "--json", "usage", "--conversation", "k1").stdout) as {
+    totals: { responses: number };
+  };
+  expect(usage.totals.responses).toBe(1);
+});
