@@ -625,6 +625,7 @@ export class Invocation implements TaskContext {
       this.#deps.streams,
       () => this.#live(),
       () => this.end({ kind: "lease_lost" }),
+      this.task.fresh,
     );
     return this.#streams.open(name);
   }

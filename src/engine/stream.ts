@@ -276,6 +276,8 @@ export class InvocationStreams {
     readonly deps: StreamDeps,
     readonly live: () => void,
     readonly lost: (e: LeaseLostError) => void,
+    /** The task never started before this claim (ClaimedTask.fresh): it has no stream yet. */
+    readonly fresh = false,
   ) {}
 
   /** spec §16.1: the writer of `name`, the same one for every call in this invocation. */
@@ -283,7 +285,12 @@ export class InvocationStreams {
     const n = checkName(name, "stream name");
     let w = this.#writers.get(n);
     if (!w) {
-      w = retryStore(() => this.deps.store.streamInfo(this.fence.taskId, n)).then((info) => {
+      // Only a holder writes a stream, so a task claimed for the first time has none: no read (one
+      // round trip less per model turn of a fresh task on PostgreSQL).
+      const info = this.fresh
+        ? Promise.resolve(null)
+        : retryStore(() => this.deps.store.streamInfo(this.fence.taskId, n));
+      w = info.then((info) => {
         const writer = new Writer(n, info, this.fence, this.deps, this.live, this.lost);
         this.#open.push(writer);
         return writer;
