@@ -1,5 +1,5 @@
 /**
- * `ratchet/agent`: conversations, entries, submissions and the inbox (spec §17), the state an agent
+ * `@ratchet-engine/ratchet/agent`: conversations, entries, submissions and the inbox (spec §17), the state an agent
  * lives in. A run is an application-defined task (`defineRun`); model turns plug into it later.
  */
 

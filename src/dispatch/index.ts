@@ -1,5 +1,5 @@
 /**
- * `ratchet/dispatch`: supervise work that runs outside Ratchet's processes
+ * `@ratchet-engine/ratchet/dispatch`: supervise work that runs outside Ratchet's processes
  * (spec §20). The pure rules live in src/core/dispatch; this entry point
  * exports them with the worker adapters and their contract suite.
  */

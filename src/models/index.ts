@@ -1,5 +1,5 @@
 /**
- * ratchet/models (spec §18): the provider seam on the AI SDK's language-model specification, the
+ * @ratchet-engine/ratchet/models (spec §18): the provider seam on the AI SDK's language-model specification, the
  * scripted `faux` provider, an OpenAI-compatible Chat Completions provider, the model catalog, the
  * inference router with durable circuit breakers, the usage ledger's types, and `generate`, one
  * durable model turn inside a task.

@@ -1,7 +1,7 @@
 /**
  * The execution environment a conversation's tools run in (spec §19.1): processes and files,
  * behind one interface so a container or a remote machine can stand in for the local one. Every
- * implementation passes the conformance suite (./conformance.ts, exported from ratchet/agent).
+ * implementation passes the conformance suite (./conformance.ts, exported from @ratchet-engine/ratchet/agent).
  *
  * Paths are resolved inside the environment's `cwd`; a path that leaves it (`..`, an absolute path
  * elsewhere, a symlink pointing out) is refused with `escape` unless the environment was made with

@@ -6,7 +6,7 @@
  *
  * ```ts
  * import { describe, expect, it } from "vitest";
- * import { registerWorkerContract, shellBehaviour, dirControls } from "ratchet/dispatch";
+ * import { registerWorkerContract, shellBehaviour, dirControls } from "@ratchet-engine/ratchet/dispatch";
  * registerWorkerContract({
  *   name: "process",
  *   open: async (clock, o) => new ProcessWorker({ root, clock, ...o }),
