@@ -1,35 +1,12 @@
-/**
- * Model turn figures (spec §18), SQLite and PostgreSQL, with an instant faux model (no latency, no
- * token rate: what is measured is Ratchet, not a provider):
- *
- * - turns/s through `generate`: `turns` tasks of one turn each (a request streamed into the turn's
- *   durable stream, the answer committed with its usage row), 16 at a time;
- * - the same tasks with one plain `ctx.step` instead of the turn: the engine's floor. The per-turn
- *   overhead of the models layer is the difference of the two per-task times;
- * - CPU per streamed token: 100 concurrent generations of 200 tokens at 100 tokens/s each
- *   (2 s per generation) at the default 100 ms stream interval; the worker's CPU µs per token.
- *
- *   node --import tsx bench/models.ts [--store sqlite|pg|both] [--turns 2000] [--runs 3]
- *
- * Also run by `npm run bench` (bench/run.ts) after the stream figures.
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/index.js";
+import { defineTask, type TaskDefinition } from "../src/index.js";
 import { fauxModel } from "../src/models/faux.js";
 import { generate } from "../src/models/generate.js";
-import { fmt, median, progress } from "./stats.js";
+import { type BenchStore, openFresh, renderStoreFigures, type StoreFigure, storesOf } from "./layers.js";
+import { median, progress } from "./stats.js";
 
-export interface ModelFigure {
-  store: string;
-  figure: string;
-  unit: string;
-  samples: number[];
-  median: number;
-}
+export type ModelFigure = StoreFigure;
 
 const CONCURRENCY = 16;
 const GENERATIONS = 100;
@@ -59,46 +36,8 @@ const tokens = defineTask({
   },
 });
 
-async function open(
-  store: "sqlite" | "pg",
-  pgUrl: string,
-): Promise<{ r: Ratchet; done: () => Promise<void> }> {
-  const tasks = [turn, step, tokens];
-  if (store === "sqlite") {
-    const dir = mkdtempSync(join(tmpdir(), "ratchet-bench-models-"));
-    const r = await Ratchet.open({
-      store: `sqlite:${join(dir, "b.db")}`,
-      tasks,
-      logger: silentLogger,
-      pollIntervalMs: 20,
-    });
-    return {
-      r,
-      done: async () => {
-        await r.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-  const schema = `rt_bench_models_${Math.random().toString(36).slice(2, 10)}`;
-  const r = await Ratchet.open({
-    store: pgUrl,
-    postgres: { schema },
-    tasks,
-    logger: silentLogger,
-    pollIntervalMs: 20,
-  });
-  return {
-    r,
-    done: async () => {
-      await r.close();
-      const pg = (await import("pg")).default;
-      const c = new pg.Client({ connectionString: pgUrl });
-      await c.connect();
-      await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await c.end();
-    },
-  };
+function open(store: BenchStore, pgUrl: string) {
+  return openFresh(store, pgUrl, [turn, step, tokens], "models");
 }
 
 /** Tasks per second: `n` tasks of `def`, CONCURRENCY at a time; also the worker's CPU µs per task. */
@@ -160,14 +99,7 @@ export async function runModelBench(o: {
   return out;
 }
 
-export function renderModelFigures(figs: ModelFigure[]): string {
-  const lines = ["| store | figure | median | runs |", "|---|---|---:|---|"];
-  for (const f of figs)
-    lines.push(
-      `| ${f.store} | ${f.figure} | ${fmt(f.median)} ${f.unit} | ${f.samples.map(fmt).join(", ")} |`,
-    );
-  return lines.join("\n");
-}
+export const renderModelFigures = renderStoreFigures;
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
@@ -178,8 +110,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "pg-url": { type: "string" },
     },
   });
-  const stores: ("sqlite" | "pg")[] =
-    values.store === "both" ? ["sqlite", "pg"] : values.store === "pg" ? ["pg"] : ["sqlite"];
+  const stores = storesOf(values.store);
   const figs = await runModelBench({
     stores,
     pgUrl: values["pg-url"] ?? process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",

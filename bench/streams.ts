@@ -1,31 +1,10 @@
-/**
- * Durable output stream figures (spec §16), SQLite and PostgreSQL:
- *
- * - append throughput: 50 tasks each write token-sized chunks (~6 bytes of JSON) as fast as one
- *   process lets them for `seconds`, at the default 100 ms interval, then close; chunks/s and
- *   MB/s committed, the commits (batches) per second and the worker's CPU per chunk;
- * - resumed reader: a closed stream of 20,000 chunks; a reader opens at a random offset and the
- *   time to its first chunk is measured (reconnect → first chunk), 200 times; p50 and p99.
- *
- *   npm run build && node dist/bench/streams.js [--store sqlite|pg|both] [--seconds 3] [--runs 3]
- *
- * Also run by `npm run bench` (bench/run.ts) after its other figures.
- */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { parseArgs } from "node:util";
-import { defineTask, Ratchet, silentLogger } from "../src/index.js";
-import { fmt, median, percentile, progress } from "./stats.js";
+import { defineTask } from "../src/index.js";
+import { type BenchStore, openFresh, renderStoreFigures, type StoreFigure, storesOf } from "./layers.js";
+import { median, percentile, progress } from "./stats.js";
 
-export interface StreamFigure {
-  store: string;
-  figure: string;
-  unit: string;
-  samples: number[];
-  median: number;
-}
+export type StreamFigure = StoreFigure;
 
 const WRITERS = 50;
 const RESUME_CHUNKS = 20_000;
@@ -62,45 +41,8 @@ const filler = defineTask({
   },
 });
 
-async function open(
-  store: "sqlite" | "pg",
-  pgUrl: string,
-): Promise<{ r: Ratchet; done: () => Promise<void> }> {
-  if (store === "sqlite") {
-    const dir = mkdtempSync(join(tmpdir(), "ratchet-bench-streams-"));
-    const r = await Ratchet.open({
-      store: `sqlite:${join(dir, "b.db")}`,
-      tasks: [writer, filler],
-      logger: silentLogger,
-      pollIntervalMs: 20,
-    });
-    return {
-      r,
-      done: async () => {
-        await r.close();
-        rmSync(dir, { recursive: true, force: true });
-      },
-    };
-  }
-  const schema = `rt_bench_streams_${Math.random().toString(36).slice(2, 10)}`;
-  const r = await Ratchet.open({
-    store: pgUrl,
-    postgres: { schema },
-    tasks: [writer, filler],
-    logger: silentLogger,
-    pollIntervalMs: 20,
-  });
-  return {
-    r,
-    done: async () => {
-      await r.close();
-      const pg = (await import("pg")).default;
-      const c = new pg.Client({ connectionString: pgUrl });
-      await c.connect();
-      await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await c.end();
-    },
-  };
+function open(store: BenchStore, pgUrl: string) {
+  return openFresh(store, pgUrl, [writer, filler], "streams");
 }
 
 /** One throughput run: chunks/s, MB/s, commits/s, µs of CPU per chunk. */
@@ -125,8 +67,12 @@ async function appendRun(store: "sqlite" | "pg", pgUrl: string, ms: number): Pro
     await r.stop();
     let chunks = 0;
     let bytes = 0;
-    for (const id of ids) for (const s of await r.streams(id)) (chunks += s.length), (bytes += s.bytes);
-    return [chunks / secs, bytes / secs / 1e6, commits / secs, ((cpu.user + cpu.system) / chunks) * 1];
+    for (const id of ids)
+      for (const s of await r.streams(id)) {
+        chunks += s.length;
+        bytes += s.bytes;
+      }
+    return [chunks / secs, bytes / secs / 1e6, commits / secs, (cpu.user + cpu.system) / chunks];
   } finally {
     await done();
   }
@@ -192,14 +138,7 @@ export async function runStreamBench(o: {
   return out;
 }
 
-export function renderStreamFigures(figs: StreamFigure[]): string {
-  const lines = ["| store | figure | median | runs |", "|---|---|---:|---|"];
-  for (const f of figs)
-    lines.push(
-      `| ${f.store} | ${f.figure} | ${fmt(f.median)} ${f.unit} | ${f.samples.map(fmt).join(", ")} |`,
-    );
-  return lines.join("\n");
-}
+export const renderStreamFigures = renderStoreFigures;
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({
@@ -210,8 +149,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       "pg-url": { type: "string" },
     },
   });
-  const stores: ("sqlite" | "pg")[] =
-    values.store === "both" ? ["sqlite", "pg"] : values.store === "pg" ? ["pg"] : ["sqlite"];
+  const stores = storesOf(values.store);
   const figs = await runStreamBench({
     stores,
     pgUrl: values["pg-url"] ?? process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",

@@ -116,3 +116,16 @@ export function onlyKeys(obj: Record<string, unknown>, allowed: readonly string[
     if (!allowed.includes(k))
       throw new ValidationError(`${what}: unknown field ${describe(k)} (allowed: ${allowed.join(", ")})`);
 }
+
+/**
+ * Where a resumable SSE read starts (spec §16.8, §17.11): after the `Last-Event-ID` the client saw
+ * (an offset or seq of at most 15 digits), else at `?from`, else 0.
+ */
+export function resumeFrom(lastEventId: string | undefined, from: string | undefined, what: string): number {
+  if (lastEventId !== undefined && lastEventId !== "") {
+    if (!/^\d{1,15}$/.test(lastEventId))
+      throw new ValidationError(`Last-Event-ID must be ${what} (got "${lastEventId.slice(0, 40)}")`);
+    return Number(lastEventId) + 1;
+  }
+  return parseIntParam(from, "from", 0, Number.MAX_SAFE_INTEGER) ?? 0;
+}

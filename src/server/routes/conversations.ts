@@ -23,7 +23,7 @@ import type { Ratchet } from "../../engine/ratchet.js";
 import { ClosedError, ValidationError } from "../../errors.js";
 import { checkConversationId } from "../../store/conversations/validate.js";
 import { HttpError, toErrorResponse } from "../errors.js";
-import { onlyKeys, parseBoolean, parseIntParam, parseTaskId, readObject } from "../params.js";
+import { onlyKeys, parseBoolean, parseIntParam, parseTaskId, readObject, resumeFrom } from "../params.js";
 
 export interface ConversationRouteOptions {
   maxStreams: number;
@@ -32,15 +32,6 @@ export interface ConversationRouteOptions {
 
 const WHEN_BUSY = ["follow-up", "steer", "reject"];
 const MAX_ABORT_WAIT_MS = 120_000;
-
-function eventsFrom(lastEventId: string | undefined, from: string | undefined): number {
-  if (lastEventId !== undefined && lastEventId !== "") {
-    if (!/^\d{1,15}$/.test(lastEventId))
-      throw new ValidationError(`Last-Event-ID must be an entry seq (got "${lastEventId.slice(0, 40)}")`);
-    return Number(lastEventId) + 1;
-  }
-  return parseIntParam(from, "from", 0, Number.MAX_SAFE_INTEGER) ?? 0;
-}
 
 export function registerConversationRoutes(
   app: Hono,
@@ -153,7 +144,7 @@ export function registerConversationRoutes(
     const q = c.req.query();
     onlyKeys(q, ["from", "follow"], "query");
     const follow = parseBoolean(q.follow, "follow") ?? true;
-    const from = eventsFrom(c.req.header("last-event-id"), q.from);
+    const from = resumeFrom(c.req.header("last-event-id"), q.from, "an entry seq");
     if (!(await ops().getConversation(id)))
       throw new HttpError(404, "RATCHET_NOT_FOUND", `conversation "${id}" not found`);
     if (live.size >= o.maxStreams)

@@ -15,21 +15,11 @@ import { streamSSE } from "hono/streaming";
 import type { Ratchet } from "../../engine/ratchet.js";
 import { ClosedError, ValidationError } from "../../errors.js";
 import { HttpError, toErrorResponse } from "../errors.js";
-import { onlyKeys, parseIntParam, parseName, parseTaskId } from "../params.js";
+import { onlyKeys, parseName, parseTaskId, resumeFrom } from "../params.js";
 
 export interface StreamRouteOptions {
   maxStreams: number;
   log: (msg: string, err: unknown) => void;
-}
-
-/** Where a reader starts: after `Last-Event-ID`, else at `?from`, else 0. */
-function startOffset(lastEventId: string | undefined, from: string | undefined): number {
-  if (lastEventId !== undefined && lastEventId !== "") {
-    if (!/^\d{1,15}$/.test(lastEventId))
-      throw new ValidationError(`Last-Event-ID must be a chunk offset (got "${lastEventId.slice(0, 40)}")`);
-    return Number(lastEventId) + 1;
-  }
-  return parseIntParam(from, "from", 0, Number.MAX_SAFE_INTEGER) ?? 0;
 }
 
 export function registerStreamRoutes(
@@ -52,7 +42,7 @@ export function registerStreamRoutes(
     onlyKeys(q, ["from", "follow"], "query");
     if (q.follow !== undefined && q.follow !== "true" && q.follow !== "false")
       throw new ValidationError(`follow must be true or false (got "${q.follow.slice(0, 20)}")`);
-    const from = startOffset(c.req.header("last-event-id"), q.from);
+    const from = resumeFrom(c.req.header("last-event-id"), q.from, "a chunk offset");
     if (!(await ratchet.get(id))) throw new HttpError(404, "RATCHET_NOT_FOUND", `task ${id} not found`);
     if (live.size >= o.maxStreams)
       throw new HttpError(503, "RATCHET_TOO_MANY_STREAMS", `at most ${o.maxStreams} streams may be open`);
