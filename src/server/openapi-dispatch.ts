@@ -94,6 +94,38 @@ export const DISPATCH_PATHS = {
       responses: { ...ok("{ attempt, events }"), ...errors(400, 401, 404) },
     },
   },
+  "/api/dispatch/attempts/{id}/why": {
+    get: {
+      summary:
+        "Why an attempt is where it is, and the instant of the next threshold that would move it, with the server's dispatch configuration (spec §20.28)",
+      parameters: [id("Attempt")],
+      responses: {
+        "200": {
+          description: "{ attempt, reason, sentence }",
+          ...json({
+            type: "object",
+            required: ["attempt", "reason", "sentence"],
+            properties: {
+              attempt: { type: "string" },
+              reason: {
+                type: "object",
+                required: ["kind"],
+                properties: {
+                  kind: {
+                    type: "string",
+                    enum: ["ended", "spawning", "running", "sleeping", "waking", "closing"],
+                  },
+                },
+                additionalProperties: true,
+              },
+              sentence: { type: "string" },
+            },
+          }),
+        },
+        ...errors(400, 401, 404),
+      },
+    },
+  },
   "/api/dispatch/attempts/{id}/closeout": {
     post: {
       summary: "Report a live attempt's close-out; it closes (closed-out) and settles by it (spec §20.24)",

@@ -26,7 +26,11 @@ import { HttpError, toErrorResponse } from "./errors.js";
 import { EndingsRecorder, renderMetrics } from "./metrics.js";
 import { OPENAPI } from "./openapi.js";
 import { registerConversationRoutes } from "./routes/conversations.js";
-import { registerDispatchRoutes } from "./routes/dispatch.js";
+import {
+  type DispatchExplainConfig,
+  registerDispatchRoutes,
+  resolveExplainConfig,
+} from "./routes/dispatch.js";
 import { registerModelRoutes } from "./routes/models.js";
 import { registerOperationRoutes } from "./routes/operations.js";
 import { registerStreamRoutes } from "./routes/streams.js";
@@ -55,6 +59,12 @@ export interface ServerOptions {
    * holding index.html and assets/. Default: dist/dashboard of this package; false serves none.
    */
   dashboard?: string | false;
+  /**
+   * What `GET /api/dispatch/attempts/{id}/why` explains attempts with (spec §20.28): the runner's
+   * pipelines (each checked here, spec §20.10) and timeouts (spec §20.8). Default none: the default
+   * timeouts and step timeout. `ratchet serve` passes its dispatch configuration file's.
+   */
+  dispatch?: DispatchExplainConfig;
   logger?: Logger;
 }
 
@@ -88,6 +98,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
   const maxStreams = checkRange(opts.maxStreams ?? 32, "maxStreams", 1, 10_000);
   const logger = opts.logger ?? silentLogger;
   checkAuthConfig(host, token);
+  const dispatch = resolveExplainConfig(opts.dispatch);
   const log = (msg: string, err: unknown) => logger.error(msg, err);
   const authorize = token === undefined ? undefined : bearerCheck(token);
 
@@ -125,7 +136,7 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
 
   registerTaskRoutes(app, ratchet);
   registerOperationRoutes(app, ratchet);
-  registerDispatchRoutes(app, ratchet);
+  registerDispatchRoutes(app, ratchet, dispatch);
   registerModelRoutes(app, ratchet);
   const streams = new Set<() => void>();
   registerStream(app, ratchet, { intervalMs, maxStreams, maxWatch: 100, log }, streams);

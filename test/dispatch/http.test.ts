@@ -1,7 +1,11 @@
 /** The dispatch HTTP API (spec §20.27) over a real socket, on SQLite and PostgreSQL. */
 import { expect, it } from "vitest";
+import { PipelineError } from "../../src/core/dispatch/pipeline.js";
 import { DispatchRunner } from "../../src/dispatch/runner/runner.js";
 import { FakeWorker } from "../../src/dispatch/workers/fake.js";
+import type { Ratchet } from "../../src/engine/ratchet.js";
+import { ConfigError } from "../../src/errors.js";
+import { createServer } from "../../src/server/server.js";
 import type { DispatchCapable } from "../../src/store/dispatch/ops.js";
 import { FakeClock, forEachBackend, openRatchet } from "../engine/helpers.js";
 import { errorOf, startServer, TOKEN } from "../server/kit.js";
@@ -82,4 +86,58 @@ forEachBackend(() => {
       seats: [{ worker: "fake", limit: 2, held: 0, refusals: 0, backoffUntil: null }],
     });
   });
+});
+
+forEachBackend(() => {
+  it("§20.28 GET /api/dispatch/attempts/{id}/why explains an attempt with the server's pipelines and timeouts", async () => {
+    const clock = new FakeClock();
+    const r = await openRatchet([], { clock });
+    const pipelines = [
+      {
+        name: "fix",
+        steps: [{ name: "build", worker: "fake", spawn: { command: ["wait"] }, timeoutMinutes: 7 }],
+      },
+    ];
+    const timeouts = { stallMinutes: 11 };
+    const { call } = await startServer(r, {
+      token: TOKEN,
+      dashboard: false,
+      dispatch: { pipelines, timeouts },
+    });
+    const bare = await startServer(r, { token: TOKEN, dashboard: false });
+    const store = r.store as unknown as DispatchCapable;
+    const worker = new FakeWorker({ clock, programs: { wait: (s) => s.say("hi\n") } });
+    const runner = new DispatchRunner({ store, pipelines, workers: [worker], timeouts });
+    await store.dispatch.addItem("fix", "build", JSON.stringify({ title: "t" }));
+    await runner.pass();
+    const [a] = await store.dispatch.listAttempts({ live: true, limit: 10 });
+    expect(a!.state).toBe("running");
+
+    type Why = {
+      attempt: string;
+      reason: { kind: string; since: number; timeoutAt: number };
+      sentence: string;
+    };
+    const why = (await (await call(`/api/dispatch/attempts/${a!.id}/why`)).json()) as Why;
+    expect(why.attempt).toBe(a!.id);
+    expect(why.reason.kind).toBe("running");
+    expect(why.reason.timeoutAt).toBe(why.reason.since + 7 * 60_000);
+    expect(why.sentence).toContain("stall-closed 11 min");
+    // Without the configuration the server explains with the defaults (the CLI's rule, one function).
+    const plain = (await (await bare.call(`/api/dispatch/attempts/${a!.id}/why`)).json()) as Why;
+    expect(plain.reason.timeoutAt).toBe(plain.reason.since + 120 * 60_000);
+    expect(plain.sentence).toContain("stall-closed 30 min");
+
+    expect((await errorOf(await call("/api/dispatch/attempts/999999/why"))).status).toBe(404);
+    expect((await errorOf(await call("/api/dispatch/attempts/nope/why"))).status).toBe(400);
+    expect((await call(`/api/dispatch/attempts/${a!.id}/why`, { token: null })).status).toBe(401);
+  });
+});
+
+it("§20.28 a server given a pipeline that fails its check is refused at createServer (spec §20.10)", () => {
+  const bad = { name: "fix", steps: [{ name: "build", worker: "fake", spawn: { command: [] } }] };
+  expect(() => createServer({} as Ratchet, { dispatch: { pipelines: [bad] } })).toThrow(PipelineError);
+  expect(() => createServer({} as Ratchet, { dispatch: { timeouts: { stallMinutes: -1 } } })).toThrow(
+    ConfigError,
+  );
 });

@@ -6,9 +6,9 @@
  */
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { explainAttempt } from "../../core/dispatch/explain.js";
+import { explainAttempt, stepTimeoutOf } from "../../core/dispatch/explain.js";
 import { definePipeline } from "../../core/dispatch/pipeline.js";
-import { DEFAULT_STEP_TIMEOUT_MINUTES, resolveTimeouts } from "../../core/dispatch/timeouts.js";
+import { resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { buildWorkers, DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
 import { DispatchRunner } from "../../dispatch/runner/runner.js";
 import { parseCloseout } from "../../dispatch/workers/adapter.js";
@@ -122,11 +122,10 @@ function registerRunnerCommands(dispatch: Command): void {
       await withSession(cmd, { mustExist: true }, async (s) => {
         const a = await opsOf(s).getAttempt(attempt);
         if (!a) throw new UsageError(`there is no attempt ${attempt}`);
-        const spec = c?.pipelines.find((p) => p.name === a.pipeline);
-        const step = spec ? (definePipeline(spec).steps.get(a.phase) ?? null) : null;
+        const pipelines = new Map((c?.pipelines ?? []).map((p) => [p.name, definePipeline(p)]));
         const why = explainAttempt({
           attempt: a,
-          stepTimeoutMinutes: step?.timeoutMinutes ?? (spec ? null : DEFAULT_STEP_TIMEOUT_MINUTES),
+          stepTimeoutMinutes: stepTimeoutOf(pipelines, a),
           timeouts: resolveTimeouts(c?.timeouts),
         });
         if (s.json) return printJson(why);

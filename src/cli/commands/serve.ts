@@ -1,5 +1,7 @@
 /** `ratchet serve`: the HTTP API (docs/http.md) until SIGINT or SIGTERM. */
+import { existsSync } from "node:fs";
 import type { Command } from "commander";
+import { DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
 import { consoleLogger } from "../../engine/options.js";
 import { createServer, DEFAULT_HOST, DEFAULT_PORT } from "../../server/server.js";
 import { option, parseInteger } from "../args.js";
@@ -18,7 +20,13 @@ export function registerServe(program: Command): void {
       option((t) => parseInteger(t, "--port", 0, 65_535)),
     )
     .option("--host <host>", `address to listen on (default ${DEFAULT_HOST})`)
-    .action(async (o: { port?: number; host?: string }, cmd: Command) => {
+    .option(
+      "--config <file>",
+      `dispatch configuration whose pipelines and timeouts explain attempts (default ${DEFAULT_DISPATCH_CONFIG} if present; spec §20.28)`,
+    )
+    .action(async (o: { port?: number; host?: string; config?: string }, cmd: Command) => {
+      const path = o.config ?? DEFAULT_DISPATCH_CONFIG;
+      const c = o.config !== undefined || existsSync(path) ? readDispatchConfig(path) : null;
       // Definitions are optional: with --tasks the API can enqueue those tasks by name.
       await withSession(cmd, { mustExist: true, definitions: true, logger: consoleLogger }, async (s) => {
         const server = createServer(s.ratchet, {
@@ -26,6 +34,7 @@ export function registerServe(program: Command): void {
           host: o.host ?? DEFAULT_HOST,
           token: process.env.RATCHET_TOKEN,
           logger: consoleLogger,
+          dispatch: c ? { pipelines: c.pipelines, timeouts: c.timeouts } : undefined,
         });
         const addr = await server.listen();
         if (s.json) printJson({ event: "listening", url: addr.url, store: s.store });

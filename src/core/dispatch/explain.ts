@@ -5,7 +5,8 @@
  * taken, nothing is written.
  */
 import { type AttemptView, type Instant, stretchStart } from "./model.js";
-import { type DispatchTimeouts, thresholdMs, toMs } from "./timeouts.js";
+import type { Pipeline } from "./pipeline.js";
+import { DEFAULT_STEP_TIMEOUT_MINUTES, type DispatchTimeouts, thresholdMs, toMs } from "./timeouts.js";
 
 export type AttemptReason =
   | {
@@ -35,6 +36,22 @@ export interface ExplainInput {
   };
   readonly stepTimeoutMinutes: number | null;
   readonly timeouts: DispatchTimeouts;
+}
+
+/**
+ * The step timeout `explainAttempt` names for an attempt (spec §20.28), from
+ * the checked pipelines of a configuration: the step's own, null when its
+ * pipeline no longer has the step (the bound does not apply, spec §20.5),
+ * and the default when no configuration names its pipeline. One rule for the
+ * CLI (`ratchet dispatch why`) and HTTP (`GET /api/dispatch/attempts/{id}/why`).
+ */
+export function stepTimeoutOf(
+  pipelines: ReadonlyMap<string, Pipeline>,
+  attempt: { readonly pipeline: string; readonly phase: string },
+): number | null {
+  const p = pipelines.get(attempt.pipeline);
+  if (!p) return DEFAULT_STEP_TIMEOUT_MINUTES;
+  return p.steps.get(attempt.phase)?.timeoutMinutes ?? null;
 }
 
 /**

@@ -5,10 +5,13 @@
  * which check their input; lists are bounded (at most 1,000).
  */
 import type { Hono } from "hono";
+import { explainAttempt, stepTimeoutOf } from "../../core/dispatch/explain.js";
+import { definePipeline, type Pipeline, type PipelineSpec } from "../../core/dispatch/pipeline.js";
+import { type DispatchTimeouts, resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { toStorableJson } from "../../core/json.js";
 import { parseCloseout } from "../../dispatch/workers/adapter.js";
 import type { Ratchet } from "../../engine/ratchet.js";
-import { NotFoundError, ValidationError } from "../../errors.js";
+import { ConfigError, NotFoundError, ValidationError } from "../../errors.js";
 import type { DispatchCapable, DispatchOps, ItemRow } from "../../store/dispatch/ops.js";
 import { onlyKeys, parseBoolean, parseIntParam, readObject } from "../params.js";
 
@@ -32,9 +35,45 @@ const str = (v: unknown, what: string): string => {
   return v;
 };
 
-export function registerDispatchRoutes(app: Hono, ratchet: Ratchet): void {
+/** The configuration the "why" view explains with: the runner's pipelines and timeouts. */
+export interface DispatchExplainConfig {
+  readonly pipelines?: readonly PipelineSpec[];
+  readonly timeouts?: Partial<DispatchTimeouts>;
+}
+
+interface ExplainWith {
+  readonly pipelines: ReadonlyMap<string, Pipeline>;
+  readonly timeouts: DispatchTimeouts;
+}
+
+/**
+ * Checks the explain configuration when the server is built, so a bad pipeline or timeout fails
+ * createServer (PipelineError, ConfigError) rather than a request. spec §20.10, §20.8.
+ */
+export function resolveExplainConfig(c: DispatchExplainConfig = {}): ExplainWith {
+  const pipelines = new Map<string, Pipeline>();
+  for (const spec of c.pipelines ?? []) {
+    const p = definePipeline(spec);
+    if (pipelines.has(p.name)) throw new ConfigError(`pipeline ${p.name} is listed twice`);
+    pipelines.set(p.name, p);
+  }
+  return { pipelines, timeouts: resolveTimeouts(c.timeouts) };
+}
+
+export function registerDispatchRoutes(app: Hono, ratchet: Ratchet, explain: ExplainWith): void {
   registerItemRoutes(app, ratchet);
   registerAttemptRoutes(app, ratchet);
+  // Why an attempt is where it is: the CLI's `ratchet dispatch why`, from the row alone (spec §20.28).
+  app.get("/api/dispatch/attempts/:id/why", async (c) => {
+    const a = await opsOf(ratchet).getAttempt(c.req.param("id"));
+    if (!a) throw new NotFoundError(`attempt ${c.req.param("id")}`);
+    const why = explainAttempt({
+      attempt: a,
+      stepTimeoutMinutes: stepTimeoutOf(explain.pipelines, a),
+      timeouts: explain.timeouts,
+    });
+    return c.json({ attempt: a.id, ...why });
+  });
   app.get("/api/dispatch/seats", async (c) => c.json({ seats: await opsOf(ratchet).seats() }));
 
   // The board: a pipeline's items that are not archived, by step, each with its live attempt (if any).
