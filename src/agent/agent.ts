@@ -19,7 +19,7 @@ import { ConfigError } from "../errors.js";
 import { generate, type TurnResult } from "../models/generate.js";
 import type { LanguageModel, ModelPrompt } from "../models/stream.js";
 import type { EntryRecord } from "../store/conversations/types.js";
-import { defineRun, type RunContext, type RunDefinition } from "./run.js";
+import { defineRun, type RunContext, type RunDefinition, type RunSpec } from "./run.js";
 import type { ToolCalls } from "./tools/calls.js";
 
 export const DEFAULT_MAX_TURNS = 20;
@@ -43,6 +43,9 @@ export interface AgentSpec {
   /** Per-turn stream idle and overall timeouts (spec §18.4). */
   idleTimeoutMs?: number;
   timeoutMs?: number;
+  /** The run task's fairness and rate limits (spec §14.10, §14.12), keyed from `{ conversationId }`. */
+  fairness?: RunSpec<null>["fairness"];
+  rateLimit?: RunSpec<null>["rateLimit"];
 }
 
 /** What an assistant entry of the agent holds. */
@@ -95,6 +98,8 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
     name: spec.name,
     version: spec.version,
     maxMs,
+    fairness: spec.fairness,
+    rateLimit: spec.rateLimit,
     async run(rc: RunContext, ctx: TaskContext) {
       for (let turn = 0; turn < maxTurns; turn++) {
         const prompt = promptOf(spec.instructions, await rc.context());
@@ -109,6 +114,8 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           model: modelOf(),
           prompt,
           conversationId: rc.conversationId,
+          // spec §18.7: the conversation is the provider session; a fork or child has its own id.
+          sessionId: rc.conversationId,
           ...(spec.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: spec.idleTimeoutMs }),
           ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
           ...(toolSpecs ? { call: { tools: toolSpecs } } : {}),

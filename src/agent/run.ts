@@ -31,8 +31,16 @@ export interface RunInput {
   conversationId: string;
 }
 
+/**
+ * A run's task options. `fairness` and `rateLimit` pass through to its task (spec §14.10, §14.12:
+ * e.g. a tenant's key from the conversation id); its seat is the conversation's own (spec §17.5),
+ * so per-tenant seats go on the work a run starts (its tool calls, its child tasks).
+ */
 export interface RunSpec<O>
-  extends Pick<TaskSpec<RunInput, O>, "name" | "version" | "maxMs" | "retry" | "queue"> {
+  extends Pick<
+    TaskSpec<RunInput, O>,
+    "name" | "version" | "maxMs" | "retry" | "queue" | "fairness" | "rateLimit"
+  > {
   run(run: RunContext, ctx: TaskContext): Promise<O> | O;
   onAbort?(ctx: TaskContext, input: RunInput): Promise<unknown> | unknown;
 }
@@ -72,6 +80,8 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
     maxMs: spec.maxMs,
     retry: spec.retry,
     queue: spec.queue,
+    fairness: spec.fairness,
+    rateLimit: spec.rateLimit,
     concurrency: { group: RUN_SEAT_GROUP, key: (i) => i.conversationId, limit: 1 },
     async run(ctx, input) {
       const conversations = def.bound;

@@ -20,6 +20,7 @@ export type Reason =
     }
   | { kind: "completing"; outcome: Outcome; children: TaskId[] }
   | { kind: "not_due"; until: number | null }
+  | { kind: "backoff"; until: number | null; error: StoredError; rateLimited: boolean }
   | { kind: "needs"; ids: TaskId[]; count: number }
   | { kind: "tasks"; ids: TaskId[]; policy: string }
   | { kind: "event"; name: string; until: number | null }
@@ -133,6 +134,15 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
         }
         default:
           if (t.needsPending > 0) return { kind: "needs", ids: [...c.liveNeeds], count: t.needsPending };
+          // spec §14.5: a timer after a failed or deferred attempt (spec §5.2, §14.8) is a backoff;
+          // the attempt's error says why (a provider's 429 is RATCHET_RATE_LIMITED).
+          if (t.error !== null)
+            return {
+              kind: "backoff",
+              until: t.wakeAt,
+              error: t.error,
+              rateLimited: t.error.code === "RATCHET_RATE_LIMITED",
+            };
           return { kind: "not_due", until: t.wakeAt };
       }
     default: {
@@ -174,6 +184,10 @@ function sentence(r: Reason, queue: string): string {
       return `its outcome (${r.outcome}) is decided; it holds it until the work it owns ends: ${list(r.children)}`;
     case "not_due":
       return `not due until ${iso(r.until)}`;
+    case "backoff":
+      return r.rateLimited
+        ? `deferred by a rate limit (${r.error.message}); backing off until ${iso(r.until)}, no attempt used`
+        : `backing off after a failed attempt (${r.error.code ?? r.error.name}: ${r.error.message}); runs again at ${iso(r.until)}`;
     case "needs":
       return `waiting for predecessors to complete: ${list(r.ids)}`;
     case "tasks":

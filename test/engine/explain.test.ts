@@ -32,6 +32,30 @@ forEachBackend(() => {
       await expectCode(() => r.explain(987_654), "RATCHET_NOT_FOUND");
     });
 
+    it("§14.5 backoff: a failed attempt waiting for its retry says so, with the error and the time", async () => {
+      const clock = new FakeClock(1_000_000);
+      const flaky = defineTask({
+        name: "flaky",
+        retry: { maxAttempts: 3, baseMs: 10_000, floorMs: 10_000, capMs: 10_000 },
+        run: () => {
+          throw new Error("upstream said no");
+        },
+      });
+      const r = await openRatchet([flaky], { clock });
+      const id = await r.enqueue(flaky, null);
+      await drain(r);
+      const e = await r.explain(id);
+      expect(e.reason).toMatchObject({
+        kind: "backoff",
+        until: 1_010_000,
+        rateLimited: false,
+        error: { message: "upstream said no" },
+      });
+      expect(e.text).toBe(
+        `backing off after a failed attempt (Error: upstream said no); runs again at ${new Date(1_010_000).toISOString()}`,
+      );
+    });
+
     it("§14.5 running, waiting on tasks and on an event, completing, draining", async () => {
       const clock = new FakeClock(1_000_000);
       let r!: Ratchet;
