@@ -26,6 +26,15 @@ export {
   promptOf,
   type ToolResultData,
 } from "./agent.js";
+export {
+  type CompactionPolicy,
+  type CompactResult,
+  compact,
+  contextFor,
+  entryTokens,
+  isContextOverflow,
+  promptTokens,
+} from "./compaction.js";
 export type {
   CommitInput,
   ConversationsOptions,

@@ -137,6 +137,11 @@ export class RunContext {
     return this.#c.store.conversations.runInputs(this.taskId);
   }
 
+  /** The conversation's entries in a seq range (spec §17.4), e.g. what a compaction kept verbatim. */
+  entries(range: { from?: number; to?: number; limit?: number } = {}): Promise<EntryRecord[]> {
+    return this.#c.entries(this.conversationId, range);
+  }
+
   /** What a model sees: the entries from the newest reset or compaction on (spec §17.3). */
   context(limit = 10_000): Promise<EntryRecord[]> {
     return this.#c.context(this.conversationId, { limit });

@@ -14,6 +14,7 @@ import { Command, CommanderError } from "commander";
 import { RatchetError } from "../errors.js";
 import { UsageError } from "./args.js";
 import { registerChat } from "./commands/chat.js";
+import { registerCompact } from "./commands/compact.js";
 import { registerConversations } from "./commands/conversations.js";
 import { registerDemo } from "./commands/demo.js";
 import { registerDispatch } from "./commands/dispatch.js";
@@ -63,6 +64,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerModels(program);
   registerConversations(program);
   registerChat(program);
+  registerCompact(program);
   registerDispatch(program);
   registerDemo(program);
   registerServe(program);

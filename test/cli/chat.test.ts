@@ -53,6 +53,8 @@ it("§19.15 ratchet chat --message answers once and exits; piped lines are a con
     "user",
     "assistant",
   ]);
+  const compacted = run("/compact\n", "chat", "c1");
+  expect(compacted.stdout).toContain("(compacted: older messages are summarised)");
   expect(run(undefined, "chat", "c1", "--provider", "nope").status).toBe(2);
   expect(run(undefined, "chat", "c1", "--tools", "read,teleport").status).toBe(2);
 });

@@ -109,6 +109,9 @@ function printer() {
         if (d.toolCalls)
           for (const c of d.toolCalls) line(`  [${c.name}] ${JSON.stringify(c.input).slice(0, 200)}`);
         if (d.error) line(`  (${d.error})`);
+      } else if (e.entry.kind === "custom" && e.entry.name === "compacted") {
+        const c = e.entry.data as { applied?: boolean; reason?: string };
+        line(c.applied ? "(compacted: older messages are summarised)" : `(nothing compacted: ${c.reason})`);
       } else if (e.entry.kind === "tool-result")
         line(
           `  [${d.tool}${d.isError ? " error" : ""}] ${String(
@@ -219,7 +222,8 @@ export function registerChat(program: Command): void {
           if (text === null) break;
           if (text.trim() === "") continue;
           const from = await nextSeq();
-          await conversations.submit(conv, { text });
+          // spec §19.20: /compact asks the agent to compact its context now.
+          await conversations.submit(conv, text.trim() === "/compact" ? { type: "compact" } : { text });
           await follow(from);
         }
         rl.close();
