@@ -105,4 +105,47 @@ describe("dispatch commands (spec §20.25)", () => {
     runner.kill("SIGTERM");
     expect(await exited).toBe(0);
   });
+  it("§20.30 items and item why say which item is stuck at a step its pipeline no longer has; item move moves it, and a bad step changes nothing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ratchet-dispatch-cli-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const db = join(dir, "d.db");
+    const steps = [{ name: "build", worker: "proc", spawn: { command: ["true"] } }];
+    writeFileSync(
+      join(dir, "ratchet.dispatch.json"),
+      JSON.stringify({
+        pipelines: [{ name: "fix", steps }],
+        workers: [{ kind: "proc", type: "process", root: "s" }],
+      }),
+    );
+    const store = new SqliteStore({ path: db, clock: systemClock });
+    await store.migrate();
+    cleanups.push(() => store.close());
+    const stuck = await store.dispatch.addItem("fix", "triage", "{}");
+    const fine = await store.dispatch.addItem("fix", "build", "{}");
+    const env = { ...process.env, RATCHET_STORE: `sqlite:${db}` };
+    const cli = (...args: string[]) =>
+      spawnSync(process.execPath, ["--import", TSX, MAIN, ...args], { cwd: dir, encoding: "utf8", env });
+
+    const rows = JSON.parse(cli("items", "--json").stdout) as {
+      id: string;
+      stuck: { kind: string } | null;
+    }[];
+    expect(rows.map((r) => [r.id, r.stuck?.kind ?? null])).toEqual([
+      [stuck.id, "unknown_step"],
+      [fine.id, null],
+    ]);
+    expect(cli("items").stdout).toContain(`pipeline "fix" has no step "triage"`);
+    expect(cli("item", "why", stuck.id).stdout).toContain(`ratchet item move ${stuck.id} STEP`);
+
+    const bad = cli("item", "move", stuck.id, "nope");
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('has no step "nope"');
+    expect(await store.dispatch.getItem(stuck.id)).toEqual(stuck);
+
+    const moved = JSON.parse(cli("item", "move", stuck.id, "build", "--json").stdout) as { step: string };
+    expect(moved.step).toBe("build");
+    expect(
+      (JSON.parse(cli("item", "why", stuck.id, "--json").stdout) as { stuck: unknown }).stuck,
+    ).toBeNull();
+  });
 });

@@ -1,13 +1,13 @@
 /**
  * Dispatch commands (spec §20.25): `ratchet dispatch run` (the runner),
  * `ratchet dispatch closeout ATTEMPT JSON`, `ratchet dispatch wake ATTEMPT`, `ratchet dispatch why ATTEMPT`, `ratchet items`, `ratchet item add
- * PIPELINE JSON`, `ratchet item close ID`, `ratchet attempts`, `ratchet attempt ID`
+ * PIPELINE JSON`, `ratchet item close ID`, `ratchet item move ID STEP`, `ratchet item why ID` (spec §20.30), `ratchet attempts`, `ratchet attempt ID`
  * (the attempt and its timeline). Every command takes --json.
  */
 import { existsSync } from "node:fs";
 import type { Command } from "commander";
-import { explainAttempt, stepTimeoutOf } from "../../core/dispatch/explain.js";
-import { definePipeline } from "../../core/dispatch/pipeline.js";
+import { explainAttempt, explainItemStuck, stepTimeoutOf } from "../../core/dispatch/explain.js";
+import { definePipeline, type Pipeline } from "../../core/dispatch/pipeline.js";
 import { resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { buildWorkers, DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
 import { DispatchRunner } from "../../dispatch/runner/runner.js";
@@ -28,10 +28,25 @@ function opsOf(s: Session): DispatchOps {
   return ops;
 }
 
+interface ItemsOptions {
+  state?: string;
+  pipeline?: string;
+  after?: string;
+  limit?: number;
+  config?: string;
+}
+
 function state(o: { state?: string }, allowed: readonly string[]): string | null {
   if (o.state === undefined) return null;
   if (!allowed.includes(o.state)) throw new UsageError(`--state must be one of ${allowed.join(", ")}`);
   return o.state;
+}
+
+/** The checked pipelines of the configuration: `--config`, else the default file if present, else none. */
+function configuredPipelines(file: string | undefined): Map<string, Pipeline> | null {
+  const path = file ?? DEFAULT_DISPATCH_CONFIG;
+  if (file === undefined && !existsSync(path)) return null;
+  return new Map(readDispatchConfig(path).pipelines.map((p) => [p.name, definePipeline(p)]));
 }
 
 export function registerDispatch(program: Command): void {
@@ -143,35 +158,41 @@ function registerItemCommands(program: Command): void {
     .option("--pipeline <name>", "only items of this pipeline")
     .option("--after <id>", "only items after this id")
     .option("--limit <n>", "at most this many (default 100, up to 1000)", limitOption)
-    .action(
-      async (o: { state?: string; pipeline?: string; after?: string; limit?: number }, cmd: Command) => {
-        const st = state(o, ITEM_STATES) as Parameters<DispatchOps["listItems"]>[0]["state"];
-        await withSession(cmd, { mustExist: true }, async (s) => {
-          const list = await opsOf(s).listItems({
-            state: st,
-            pipeline: o.pipeline,
-            after: o.after,
-            limit: o.limit ?? 100,
-          });
-          if (s.json) return printJson(list);
-          print(
-            table(
-              ["ID", "PIPELINE", "STEP", "STATE", "UPDATED", "INPUT"],
-              list.map((i) => [
-                i.id,
-                i.pipeline,
-                i.step,
-                i.state,
-                iso(i.updatedAt),
-                short(JSON.parse(i.input)),
-              ]),
-            ),
-          );
+    .option(
+      "--config <file>",
+      `dispatch configuration, to say which open items are stuck at a step their pipeline no longer has (default ${DEFAULT_DISPATCH_CONFIG} if present)`,
+    )
+    .action(async (o: ItemsOptions, cmd: Command) => {
+      const st = state(o, ITEM_STATES) as Parameters<DispatchOps["listItems"]>[0]["state"];
+      const pipelines = configuredPipelines(o.config);
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const list = await opsOf(s).listItems({
+          state: st,
+          pipeline: o.pipeline,
+          after: o.after,
+          limit: o.limit ?? 100,
         });
-      },
-    );
+        // spec §20.30: with the configuration at hand, each row says whether it is stuck.
+        const rows = list.map((i) => ({ ...i, stuck: pipelines ? explainItemStuck(i, pipelines) : null }));
+        if (s.json) return printJson(rows);
+        print(
+          table(
+            ["ID", "PIPELINE", "STEP", "STATE", "UPDATED", "INPUT", "NOTE"],
+            rows.map((i) => [
+              i.id,
+              i.pipeline,
+              i.step,
+              i.state,
+              iso(i.updatedAt),
+              short(JSON.parse(i.input)),
+              i.stuck?.sentence ?? "",
+            ]),
+          ),
+        );
+      });
+    });
 
-  const item = program.command("item").description("add or close a dispatch item");
+  const item = program.command("item").description("add, move, close or archive a dispatch item");
   item
     .command("add")
     .description("add an item to a pipeline of the dispatch configuration")
@@ -205,6 +226,8 @@ function registerItemCommands(program: Command): void {
       });
     });
 
+  registerStuckItemCommands(item);
+
   item
     .command("archive")
     .description("archive a done or closed item (it leaves the board; its kept session is forgotten)")
@@ -215,6 +238,60 @@ function registerItemCommands(program: Command): void {
         if (!r) throw new UsageError(`item ${id} is not done or closed`);
         if (s.json) return printJson(r);
         print(`item ${id} archived`);
+      });
+    });
+}
+
+/**
+ * `item why` and `item move` (spec §20.30): an open item at a step its pipeline no longer has is
+ * skipped by every runner; these say so and move it to a step the pipeline has.
+ */
+function registerStuckItemCommands(item: Command): void {
+  item
+    .command("why")
+    .description("why an item is where it is: whether it is stuck at a step its pipeline no longer has")
+    .argument("<id>", "item id")
+    .option("--config <file>", `dispatch configuration (default ${DEFAULT_DISPATCH_CONFIG})`)
+    .action(async (id: string, o: { config?: string }, cmd: Command) => {
+      const pipelines = configuredPipelines(o.config ?? DEFAULT_DISPATCH_CONFIG)!;
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const it = await opsOf(s).getItem(id);
+        if (!it) throw new UsageError(`there is no item ${id}`);
+        const stuck = explainItemStuck(it, pipelines);
+        if (s.json) return printJson({ item: it, stuck });
+        print(
+          `item ${it.id} (${it.pipeline}/${it.step}) is ${it.state}${stuck ? `: ${stuck.sentence}` : ""}`,
+        );
+      });
+    });
+
+  item
+    .command("move")
+    .description(
+      "move an open item to another step of its pipeline (e.g. one stuck at a step the pipeline no longer has)",
+    )
+    .argument("<id>", "item id")
+    .argument("<step>", "a step of the item's pipeline in the dispatch configuration")
+    .option("--config <file>", `dispatch configuration (default ${DEFAULT_DISPATCH_CONFIG})`)
+    .action(async (id: string, step: string, o: { config?: string }, cmd: Command) => {
+      const pipelines = configuredPipelines(o.config ?? DEFAULT_DISPATCH_CONFIG)!;
+      await withSession(cmd, { mustExist: true }, async (s) => {
+        const ops = opsOf(s);
+        const it = await ops.getItem(id);
+        if (!it) throw new UsageError(`there is no item ${id}`);
+        if (it.state !== "open") throw new UsageError(`item ${id} is ${it.state}; only an open item moves`);
+        const p = pipelines.get(it.pipeline);
+        if (!p) throw new UsageError(`the dispatch configuration has no pipeline "${it.pipeline}"`);
+        if (!p.steps.has(step))
+          throw new UsageError(
+            `pipeline "${p.name}" has no step "${step}" (its steps: ${[...p.steps.keys()].join(", ")})`,
+          );
+        // Guarded on the step read above (spec §20.30): a runner or operator that moved it first wins.
+        const moved = await ops.moveItem(id, it.step, step);
+        if (!moved)
+          throw new UsageError(`item ${id} changed meanwhile (started, closed or moved); nothing moved`);
+        if (s.json) return printJson(moved);
+        print(`item ${id} moved from ${it.step} to ${step}`);
       });
     });
 }

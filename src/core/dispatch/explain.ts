@@ -54,6 +54,48 @@ export function stepTimeoutOf(
   return p.steps.get(attempt.phase)?.timeoutMinutes ?? null;
 }
 
+/** Why an open item starts no attempt although it waits (spec §20.30). */
+export type ItemStuck =
+  | { readonly kind: "unknown_pipeline"; readonly pipeline: string; readonly sentence: string }
+  | {
+      readonly kind: "unknown_step";
+      readonly pipeline: string;
+      readonly step: string;
+      readonly steps: readonly string[];
+      readonly sentence: string;
+    };
+
+/**
+ * Whether an item is stuck at a step its pipeline no longer has (spec §20.30),
+ * judged against the configured pipelines: the runner skips such an item, so
+ * only an operator can move it on (`ratchet item move`) or close it.
+ * Invariant: null for every item that is not open, and for an open item at a
+ * step of a configured pipeline.
+ */
+export function explainItemStuck(
+  item: { readonly id: string; readonly pipeline: string; readonly step: string; readonly state: string },
+  pipelines: ReadonlyMap<string, Pipeline>,
+): ItemStuck | null {
+  if (item.state !== "open") return null;
+  const p = pipelines.get(item.pipeline);
+  if (!p) {
+    return {
+      kind: "unknown_pipeline",
+      pipeline: item.pipeline,
+      sentence: `stuck: no runner pipeline "${item.pipeline}" is configured; ratchet item close ${item.id}`,
+    };
+  }
+  if (p.steps.has(item.step)) return null;
+  const steps = [...p.steps.keys()];
+  return {
+    kind: "unknown_step",
+    pipeline: p.name,
+    step: item.step,
+    steps,
+    sentence: `stuck: pipeline "${p.name}" has no step "${item.step}" (its steps: ${steps.join(", ")}); ratchet item move ${item.id} STEP, or ratchet item close ${item.id}`,
+  };
+}
+
 /**
  * The explanation of an attempt's state. spec §20.28.
  * Invariant: total over attempt states; every instant it names is the

@@ -37,6 +37,29 @@ export function registerDispatchStoreCases(define: Define): void {
   });
 
   define(
+    "§20.30 an open item moves only from the step it was read at; a stale, started or closed item and bad input change nothing",
+    async (env) => {
+      const { ops, expect, clock } = env;
+      const it = await ops.addItem("p", "gone", "{}");
+      clock.advance(1_000);
+      expect(await ops.moveItem(it.id, "other", "build")).toBeNull();
+      await rejects(env, ops.moveItem(it.id, "gone", ""), "RATCHET_INVALID_INPUT");
+      await rejects(env, ops.moveItem("x", "gone", "build"), "RATCHET_INVALID_INPUT");
+      expect(await ops.getItem(it.id)).toEqual(it);
+      const moved = await ops.moveItem(it.id, "gone", "build");
+      expect(moved).toMatchObject({ id: it.id, step: "build", state: "open", updatedAt: clock.now() });
+      // A second move decided from the first read is stale now.
+      expect(await ops.moveItem(it.id, "gone", "review")).toBeNull();
+      expect((await ops.startAttempt(spec(it.id))).kind).toBe("started");
+      expect(await ops.moveItem(it.id, "build", "review")).toBeNull();
+      const closed = await ops.addItem("p", "gone", "{}");
+      await ops.closeItem(closed.id);
+      expect(await ops.moveItem(closed.id, "gone", "build")).toBeNull();
+      expect((await ops.getItem(closed.id))!.step).toBe("gone");
+    },
+  );
+
+  define(
     "§20.19 an open item starts one attempt: the item runs, the attempt starts leased with its spawn",
     async ({ ops, expect, clock }) => {
       const r = await started(ops);

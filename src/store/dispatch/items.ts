@@ -90,6 +90,21 @@ export function* closeItem(id: string): Program<{ item: ItemRow; closing: string
   return { item: toItem(r), closing: moved.map((m) => String(m.id)) };
 }
 
+/**
+ * Moves an open item from the step it was read at to another step (spec
+ * §20.30): the compare-and-set is on state `open` and step `from`, so a move
+ * decided from a stale read (the item started, closed or moved meanwhile)
+ * changes nothing and returns null.
+ */
+export function* moveItem(id: string, from: string, to: string): Program<ItemRow | null> {
+  const r = yield* one(
+    `UPDATE ${I} SET step = :to, updated_at = :now
+     WHERE id = CAST(:id AS bigint) AND state = 'open' AND step = :from RETURNING *`,
+    { id, from, to },
+  );
+  return r ? toItem(r) : null;
+}
+
 /** Archives a done or closed item (spec §20.19): it leaves the board; its kept session becomes due. */
 export function* archiveItem(id: string): Program<ItemRow | null> {
   const r = yield* one(

@@ -88,6 +88,14 @@ export class DispatchOps {
     return this.run(() => items.closeItem(id("item id", itemId)));
   }
 
+  /** spec §20.30: an open item at `from` moves to `to`; null if it is not open at `from` any more. */
+  async moveItem(itemId: string, from: string, to: string): Promise<ItemRow | null> {
+    id("item id", itemId);
+    name("step", from);
+    name("step", to);
+    return this.run(() => items.moveItem(itemId, from, to));
+  }
+
   async archiveItem(itemId: string): Promise<ItemRow | null> {
     return this.run(() => items.archiveItem(id("item id", itemId)));
   }
