@@ -66,6 +66,8 @@ export interface AssistantData {
   usage?: TurnResult["usage"];
   cost?: number;
   route?: string;
+  /** Routes the router tried before `route`, with the code each failed with (spec §18.5). */
+  fallbacks?: TurnResult["fallbacks"];
   error?: string;
 }
 
@@ -160,6 +162,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           .finally(() => clearInterval(beat));
         const calls = r.toolCalls.map((c) => ({ id: c.id, name: c.name, input: parseInput(c.input) }));
         const data: AssistantData = { text: r.text, usage: r.usage, cost: r.cost, route: r.route };
+        if (r.fallbacks.length > 0) data.fallbacks = r.fallbacks;
         if (calls.length === 0) {
           await rc.answer({ kind: "assistant", data });
           return null;
