@@ -27,6 +27,7 @@ import { renderModelFigures, runModelBench } from "./models.js";
 import { pgProblem, runPg } from "./pg.js";
 import { fmt, median, n, progress } from "./stats.js";
 import { renderStreamFigures, runStreamBench } from "./streams.js";
+import { renderToolFigures, runToolBench } from "./tools.js";
 
 // ------------------------------------------------------------------ options
 
@@ -496,6 +497,7 @@ async function main(): Promise<void> {
     if (!args["pg-only"]) await runStreams(["sqlite"]);
     if (!args["pg-only"]) await runConversations(["sqlite"]);
     if (!args["pg-only"]) await runModels(["sqlite"]);
+    if (!args["pg-only"]) await runTools(["sqlite"]);
     return;
   }
   if (!args["pg-only"]) process.stdout.write("\n");
@@ -503,6 +505,17 @@ async function main(): Promise<void> {
   await runStreams(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
   await runConversations(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
   await runModels(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+  await runTools(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+}
+
+/** The tool-call and compaction figures (bench/tools.ts), last. */
+async function runTools(stores: ("sqlite" | "pg")[]): Promise<void> {
+  const figs = await runToolBench({ stores, pgUrl: PG_URL, conversations: QUICK ? 8 : 64, runs: RUNS });
+  process.stdout.write(`\nTool calls and compaction (spec §19)\n\n${renderToolFigures(figs)}\n`);
+  const name = QUICK ? "latest-tools-quick.json" : "latest-tools.json";
+  const out = join(packageRoot(), "bench", "results", name);
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
 }
 
 /** The model turn figures (bench/models.ts), after the conversation figures. */
