@@ -2,7 +2,7 @@
  * Hash routes, so the server needs to serve only `/`:
  * `#/` overview, `#/tasks?status=…` the list with its filters, `#/tasks/42` one task,
  * `#/conversations` and `#/conversations/ID` (spec §17), `#/dispatch` and
- * `#/dispatch/attempts/ID` (spec §20.27).
+ * `#/dispatch/attempts/ID` (spec §20.27), `#/providers` (spec §18.9).
  */
 import { useEffect, useState } from "preact/hooks";
 
@@ -13,6 +13,7 @@ export type Route =
   | { view: "conversations" }
   | { view: "conversation"; id: string }
   | { view: "dispatch" }
+  | { view: "providers" }
   | { view: "attempt"; id: string };
 
 export function parseRoute(hash: string): Route {
@@ -31,6 +32,7 @@ export function parseRoute(hash: string): Route {
   const attempt = /^\/dispatch\/attempts\/([1-9][0-9]{0,17})$/.exec(path);
   if (attempt) return { view: "attempt", id: attempt[1]! };
   if (path === "/dispatch") return { view: "dispatch" };
+  if (path === "/providers") return { view: "providers" };
   if (path === "/tasks") return { view: "tasks", filters: Object.fromEntries(new URLSearchParams(q)) };
   return { view: "overview" };
 }

@@ -10,6 +10,7 @@ import { useRoute } from "../router.js";
 import { ConversationDetail, ConversationList } from "./Conversations.js";
 import { AttemptDetail, DispatchBoard } from "./Dispatch.js";
 import { Overview } from "./Overview.js";
+import { Providers } from "./Providers.js";
 import { TaskDetail } from "./TaskDetail.js";
 import { TaskList } from "./TaskList.js";
 import { TokenPrompt } from "./TokenPrompt.js";
@@ -68,6 +69,9 @@ export function App() {
           <a href="#/dispatch" class={route.view === "dispatch" || route.view === "attempt" ? "active" : ""}>
             Dispatch
           </a>
+          <a href="#/providers" class={route.view === "providers" ? "active" : ""}>
+            Providers
+          </a>
         </nav>
         <span class={`live ${connected ? "on" : "off"}`} data-live={connected ? "on" : "off"}>
           {connected ? "live" : "offline"}
@@ -87,6 +91,7 @@ export function App() {
         )}
         {access === "ok" && route.view === "dispatch" && <DispatchBoard />}
         {access === "ok" && route.view === "attempt" && <AttemptDetail key={route.id} id={route.id} />}
+        {access === "ok" && route.view === "providers" && <Providers />}
       </main>
     </div>
   );

@@ -2,10 +2,16 @@
  * Conversations (spec §17): the list, and one conversation's transcript, inbox, the task tree of
  * its run in progress, a box to send input and an Abort button. Live by polling the API once a
  * second while mounted (the transcript reads only the entries after the last one it has).
- * Seam: the run's live stream output (spec §16) belongs beside the transcript's tail.
+ * The run's live stream output (spec §16.5) shows beside the transcript's tail; each assistant turn
+ * shows its usage, cost and route (spec §18.9).
  */
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { ConversationRecord, EntryRecord, SubmissionRecord } from "../../../src/agent/index.js";
+import type {
+  AssistantData,
+  ConversationRecord,
+  EntryRecord,
+  SubmissionRecord,
+} from "../../../src/agent/index.js";
 import { call, query } from "../api.js";
 import { short, time } from "../format.js";
 import type { Tree } from "../types.js";
@@ -21,7 +27,7 @@ export function conversationHref(id: string): string {
 }
 
 /** Runs `fn` now and every POLL_MS until unmounted; a failure shows, the next round tries again. */
-function usePoll(fn: () => Promise<void>, deps: unknown[]): string | null {
+export function usePoll(fn: () => Promise<void>, deps: unknown[]): string | null {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     let stop = false;
@@ -89,6 +95,39 @@ export function ConversationList() {
   );
 }
 
+/** USD with enough digits for a cheap turn (fractions of a cent). */
+export function usd(n: number): string {
+  return `$${n < 0.01 ? n.toFixed(6) : n.toFixed(4)}`;
+}
+
+/**
+ * spec §18.9: an assistant turn's usage, cost and the router's decision (the route that answered,
+ * and each route it fell back from with the code it failed with), from the entry's data.
+ */
+function TurnMeta({ d }: { d: AssistantData }) {
+  if (!d.usage && d.route === undefined) return null;
+  const u = d.usage;
+  return (
+    <div class="turn-meta muted" data-field="turn-meta">
+      {u && (
+        <span data-field="usage">
+          in {u.input} · out {u.output}
+          {u.cached > 0 ? ` · cached ${u.cached}` : ""}
+          {u.reasoning > 0 ? ` · reasoning ${u.reasoning}` : ""} tokens
+        </span>
+      )}
+      {d.cost !== undefined && <span data-field="cost"> · {usd(d.cost)}</span>}
+      {d.route !== undefined && <span data-field="route"> · route {d.route}</span>}
+      {d.fallbacks && d.fallbacks.length > 0 && (
+        <span data-field="fallbacks">
+          {" "}
+          (after {d.fallbacks.map((f) => `${f.route}: ${f.code}`).join(", ")})
+        </span>
+      )}
+    </div>
+  );
+}
+
 function Entry({ e }: { e: EntryRecord }) {
   const kind = e.kind === "custom" ? `custom:${e.name}` : e.kind;
   const text =
@@ -100,6 +139,9 @@ function Entry({ e }: { e: EntryRecord }) {
   return (
     <li class={`entry entry-${e.kind}`} data-seq={e.seq} data-kind={e.kind}>
       <span class="seq">#{e.seq}</span> <span class="kind">{kind}</span> <span class="data">{text}</span>
+      {e.kind === "assistant" && e.data !== null && typeof e.data === "object" && (
+        <TurnMeta d={e.data as AssistantData} />
+      )}
       {e.taskId !== null && (
         <a href={`#/tasks/${e.taskId}`} class="muted">
           {" "}
