@@ -127,12 +127,18 @@ export class DispatchRunner {
     await launch(ctx, r.attempt, worker);
   }
 
-  /** The session's reading; an unbound attempt's session is looked for by its spawn name first. */
+  /**
+   * The session's reading; an unbound attempt's session is looked for by its spawn name first. A
+   * `starting` attempt read without a bound session is adopted: it moves to `reconciling` before it is
+   * looked for (spec §20.1), and the table moves it on from there. Null when the attempt moved meanwhile.
+   */
   async #read(
-    a: AttemptRow,
+    listed: AttemptRow,
     worker: WorkerAdapter,
-  ): Promise<{ attempt: AttemptRow; reading: SessionReading }> {
-    if (a.session !== null) return { attempt: a, reading: await worker.read(a.session) };
+  ): Promise<{ attempt: AttemptRow; reading: SessionReading } | null> {
+    if (listed.session !== null) return { attempt: listed, reading: await worker.read(listed.session) };
+    const a = await this.#adopt(listed);
+    if (a === null) return null;
     const { request, kept } = this.ctx.spawnOf(a);
     let found = await worker.find(request.name);
     // A revival whose answer was lost (the runner died before binding it) shows as the kept session
@@ -147,8 +153,25 @@ export class DispatchRunner {
       { session: found },
       { bound: found, found: true },
     );
-    if (m.kind !== "moved") return { attempt: a, reading: { kind: "absent" } };
+    if (m.kind !== "moved") return null;
     return { attempt: m.attempt, reading: await worker.read(found) };
+  }
+
+  /**
+   * spec §20.1: `starting` is the claiming runner's launch in progress; once a pass reads the attempt
+   * with no session bound (the launch was refused or unanswered, or its runner died between the spawn
+   * and the bind), the attempt is being reconciled with whatever the host has: `reconciling`, a guarded
+   * move, until a reading moves it on (running, sleeping, settled). Null if the attempt moved meanwhile.
+   * Invariant: a runner never writes `starting` → `reconciling` for an attempt with a bound session.
+   */
+  async #adopt(a: AttemptRow): Promise<AttemptRow | null> {
+    if (a.state !== "starting") return a;
+    const m = await this.ctx.ops.moveAttempt(
+      this.ctx.guard(a),
+      { state: "reconciling" },
+      { to: "reconciling", why: "no session bound" },
+    );
+    return m.kind === "moved" ? m.attempt : null;
   }
 
   async #reconcile(listed: AttemptRow, now: number, report: PassReport): Promise<void> {
@@ -156,7 +179,9 @@ export class DispatchRunner {
     const worker = ctx.workers.get(listed.worker);
     // Another runner has this kind's adapter, or this pipeline (settling without it could not route the item).
     if (!worker || !ctx.pipelines.has(listed.pipeline)) return;
-    const { attempt: a, reading } = await this.#read(listed, worker);
+    const read = await this.#read(listed, worker);
+    if (read === null) return; // moved meanwhile: another runner or an operator acted (spec §20.20)
+    const { attempt: a, reading } = read;
     const sleep = ctx.pipelines.get(a.pipeline)?.sleep ?? DEFAULT_SLEEP;
     const d = pickReadingAction({
       attempt: a,
