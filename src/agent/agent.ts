@@ -28,8 +28,9 @@ import {
   isContextOverflow,
   promptTokens,
 } from "./compaction.js";
+import { type AgentHooks, type HooksSpec, hooksOf } from "./hooks.js";
 import { defineRun, type RunContext, type RunDefinition, type RunSpec } from "./run.js";
-import type { ToolCalls } from "./tools/calls.js";
+import type { ToolCall, ToolCallOutcome, ToolCalls } from "./tools/calls.js";
 
 export const DEFAULT_MAX_TURNS = 20;
 export const MAX_MAX_TURNS = 500;
@@ -54,6 +55,8 @@ export interface AgentSpec {
   timeoutMs?: number;
   /** When and how to compact the context (spec §19.18–§19.20). */
   compaction?: CompactionPolicy;
+  /** Code run at the loop's phases (spec §19.21); a function is read once per turn. */
+  hooks?: HooksSpec;
   /** The run task's fairness and rate limits (spec §14.10, §14.12), keyed from `{ conversationId }`. */
   fairness?: RunSpec<null>["fairness"];
   rateLimit?: RunSpec<null>["rateLimit"];
@@ -115,8 +118,11 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
     rateLimit: spec.rateLimit,
     async run(rc: RunContext, ctx: TaskContext) {
       const keepRecentTokens = spec.compaction?.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS;
-      const compactAs = (name: string, reason: string) =>
-        compact(rc, ctx, { name, model: modelOf(), keepRecentTokens, reason });
+      let hooks: AgentHooks = hooksOf(spec.hooks);
+      const compactAs = async (name: string, reason: string) =>
+        (await hooks.beforeCompact?.({ conversationId: rc.conversationId, reason })) === false
+          ? { applied: false as const, reason: "skipped" as const }
+          : compact(rc, ctx, { name, model: modelOf(), keepRecentTokens, reason });
       // spec §19.20: an input { type: "compact" } (ratchet compact) compacts now and answers that it did.
       const [first] = await rc.inputs();
       if ((first?.input as { type?: unknown } | undefined)?.type === "compact") {
@@ -130,6 +136,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           ? Number.POSITIVE_INFINITY
           : window - (spec.compaction?.reserveTokens ?? DEFAULT_RESERVE_TOKENS);
       for (let turn = 0; turn < maxTurns; turn++) {
+        hooks = hooksOf(spec.hooks);
         let prompt = promptOf(spec.instructions, await contextFor(rc));
         // spec §19.18: near the window, compact before asking.
         if (promptTokens(prompt) > limit && (await compactAs(`compact-${turn}`, "threshold")).applied)
@@ -152,6 +159,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
             ...(toolSpecs ? { call: { tools: toolSpecs } } : {}),
           });
+        prompt = (await hooks.beforeRequest?.({ turn, conversationId: rc.conversationId, prompt })) ?? prompt;
         const r = await ask(`turn-${turn}`, prompt)
           .catch(async (err: unknown) => {
             // spec §19.18: the provider says the context overflowed: compact, then retry the turn once.
@@ -160,6 +168,13 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             return ask(`turn-${turn}-retry`, promptOf(spec.instructions, await contextFor(rc)));
           })
           .finally(() => clearInterval(beat));
+        // A step: once per turn, not again when the run replays the turn (spec §19.21).
+        const after = hooks.afterResponse;
+        if (after)
+          await ctx.step(`hook:afterResponse:${turn}`, async () => {
+            await after({ turn, conversationId: rc.conversationId, result: r });
+            return null;
+          });
         const calls = r.toolCalls.map((c) => ({ id: c.id, name: c.name, input: parseInput(c.input) }));
         const data: AssistantData = { text: r.text, usage: r.usage, cost: r.cost, route: r.route };
         if (r.fallbacks.length > 0) data.fallbacks = r.fallbacks;
@@ -182,10 +197,14 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
         await rc.commit(`assistant-${turn}`, {
           entries: [{ kind: "assistant", data: { ...data, toolCalls: calls } }],
         });
-        const outcomes = await spec.tools.runRound(
+        const outcomes = await runHookedRound(
+          spec.tools,
+          hooks,
           ctx,
-          calls.map((c) => ({ callId: c.id, tool: c.name, args: c.input })),
-          { cwd: cwdOf(rc.conversationId), conversationId: rc.conversationId },
+          turn,
+          rc.conversationId,
+          cwdOf(rc.conversationId),
+          calls,
         );
         await rc.commit(`results-${turn}`, {
           entries: outcomes.map((o) => ({
@@ -200,6 +219,12 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           })),
         });
         await rc.boundary(`turn-${turn}`);
+        // spec §19.21: a tool's result may end the run after its round.
+        const stop = outcomes.find((o) => o.result.control?.terminate);
+        if (stop) {
+          await rc.answer({ kind: "assistant", data: { text: r.text, terminatedBy: stop.tool } });
+          return null;
+        }
       }
       await rc.answer({
         kind: "assistant",
@@ -278,5 +303,59 @@ export function promptOf(instructions: string | undefined, entries: readonly Ent
     }
   }
   closeOpen();
+  return out;
+}
+
+/**
+ * spec §19.21: a round with its hooks — vetoed calls answered without a task, rewritten ones run with
+ * their new arguments, every result passed through afterTool — in call order.
+ */
+async function runHookedRound(
+  tools: ToolCalls,
+  hooks: AgentHooks,
+  ctx: TaskContext,
+  turn: number,
+  conversationId: string,
+  cwd: string,
+  calls: { id: string; name: string; input: unknown }[],
+): Promise<ToolCallOutcome[]> {
+  const planned: (ToolCall | ToolCallOutcome)[] = [];
+  for (const c of calls) {
+    const call: ToolCall = { callId: c.id, tool: c.name, args: c.input };
+    const before = hooks.beforeTool;
+    // Steps: a decision is made once and replayed as made (spec §19.21).
+    const d = before
+      ? await ctx.step(
+          `hook:beforeTool:${turn}:${c.id}`,
+          async () => (await before({ turn, conversationId, call })) ?? null,
+        )
+      : null;
+    if (d && "veto" in d)
+      planned.push({ callId: c.id, tool: c.name, result: { content: `not run: ${d.veto}`, isError: true } });
+    else planned.push(d && "args" in d ? { ...call, args: d.args } : call);
+  }
+  const toRun = planned.filter((p): p is ToolCall => !("result" in p));
+  const ran = toRun.length > 0 ? await tools.runRound(ctx, toRun, { cwd, conversationId }) : [];
+  const byId = new Map(ran.map((o) => [o.callId, o]));
+  const out: ToolCallOutcome[] = [];
+  for (const p of planned) {
+    const o = "result" in p ? p : byId.get(p.callId)!;
+    const call = "result" in p ? { callId: p.callId, tool: p.tool, args: null } : p;
+    const afterTool = hooks.afterTool;
+    const replaced = afterTool
+      ? await ctx.step(
+          `hook:afterTool:${turn}:${p.callId}`,
+          async () =>
+            (await afterTool({
+              turn,
+              conversationId,
+              call,
+              result: o.result,
+              interrupted: o.interrupted === true,
+            })) ?? null,
+        )
+      : null;
+    out.push(replaced ? { ...o, result: replaced } : o);
+  }
   return out;
 }

@@ -89,7 +89,7 @@ function transcript(entries: readonly EntryRecord[]): string {
 export interface CompactResult {
   applied: boolean;
   /** Why nothing was applied: nothing old enough to summarise, or the summary went stale. */
-  reason?: "nothing-to-summarize" | "stale";
+  reason?: "nothing-to-summarize" | "stale" | "skipped";
   /** The compaction entry's seq. */
   seq?: number;
 }

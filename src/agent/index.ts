@@ -57,6 +57,7 @@ export type {
   WriteOptions,
 } from "./env/types.js";
 export { EnvError } from "./env/types.js";
+export type { AgentHooks, HooksSpec } from "./hooks.js";
 export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export { defineSubagent, type Subagent, type SubagentOptions } from "./subagents.js";

@@ -38,6 +38,8 @@ export interface ToolResult {
   isError?: boolean;
   /** For the application and the UI, not sent to the model. */
   details?: unknown;
+  /** `terminate`: end the run after this round, its answer the turn's text (spec §19.21). */
+  control?: { terminate?: boolean };
 }
 
 export interface ToolSpec<A> {
