@@ -1,7 +1,7 @@
 /** Every named timeout at its threshold − 1 ms and at its threshold, from its anchor (spec §20.8). */
 import { describe, expect, it } from "vitest";
 import type { AttemptView } from "../../src/core/dispatch/model.js";
-import { isForgetDue, isKeptDue, maySeat } from "../../src/core/dispatch/sessions.js";
+import { isForgetDue, isKeptDue, maySeat, strayWatchCutoff } from "../../src/core/dispatch/sessions.js";
 import { pickReadingAction } from "../../src/core/dispatch/table.js";
 import {
   DEFAULT_SLEEP,
@@ -37,6 +37,7 @@ describe("named timeouts (spec §20.8)", () => {
       seatlessSeconds: 300,
       keptSessionHours: 24,
       failedSessionHours: 72,
+      strayWatchHours: 168,
     });
     expect(S).toEqual({ afterQuietMinutes: 5, afterIdleMinutes: 30, afterUnattendedMinutes: 60 });
     expect(Object.keys(TIMEOUT_ANCHORS).sort()).toEqual(Object.keys(T).sort());
@@ -116,6 +117,11 @@ describe("named timeouts (spec §20.8)", () => {
     const item = { state: "open" as const };
     expect(isKeptDue(kept, item, null, ANCHOR + 24 * H - 1, T)).toBe(false);
     expect(isKeptDue(kept, item, null, ANCHOR + 24 * H, T)).toBe(true);
+  });
+
+  it("§20.8 strayWatchHours from endedAt: a forgotten stray is looked for until then", () => {
+    expect(ANCHOR > strayWatchCutoff(ANCHOR + 168 * H - 1, T)).toBe(true);
+    expect(ANCHOR > strayWatchCutoff(ANCHOR + 168 * H, T)).toBe(false);
   });
 
   it("§20.8 failedSessionHours from endedAt", () => {

@@ -66,6 +66,15 @@ export function forgetCutoff(now: Instant, t: DispatchTimeouts): Instant {
   return Math.max(0, now - thresholdMs(t, "failedSessionHours"));
 }
 
+/**
+ * The instant after which a stray that was never found is still looked for (spec §20.26): strays whose
+ * attempt ended after it, forgotten or not; one that ended `strayWatchHours` ago or earlier is not.
+ * Invariant: the search is bounded in time, and in rows by the pass's batch.
+ */
+export function strayWatchCutoff(now: Instant, t: DispatchTimeouts): Instant {
+  return Math.max(0, now - thresholdMs(t, "strayWatchHours"));
+}
+
 /** Whether a settled, un-kept attempt's session is due to be forgotten: it ended `failedSessionHours` ago. */
 export function isForgetDue(endedAt: Instant, now: Instant, t: DispatchTimeouts): boolean {
   return endedAt <= forgetCutoff(now, t);

@@ -28,6 +28,11 @@ export interface DispatchTimeouts {
   readonly keptSessionHours: number;
   /** Sessions of settled, un-kept attempts are forgotten this long after the attempt ended. */
   readonly failedSessionHours: number;
+  /**
+   * A stray whose session was never found is looked for by its spawn name until this long after its
+   * attempt ended, even once forgotten: a spawn that lands late is still found and stopped (spec §20.26).
+   */
+  readonly strayWatchHours: number;
 }
 
 /** The sleep policy of a pipeline (spec §20.6); not global. */
@@ -47,7 +52,8 @@ export interface SleepRules {
  * that ignores a stop for 30 minutes is given up on (and looked for later as a
  * stray); two minutes is enough to write a close-out; five minutes waiting for
  * a seat is the most a revived session should stay frozen; a kept session is
- * worth a day, a failed session's logs three.
+ * worth a day, a failed session's logs three; a spawn that has not landed in a
+ * week will not (a host's queue is hours at most).
  */
 export const DEFAULT_TIMEOUTS: DispatchTimeouts = Object.freeze({
   stallMinutes: 30,
@@ -58,6 +64,7 @@ export const DEFAULT_TIMEOUTS: DispatchTimeouts = Object.freeze({
   seatlessSeconds: 300,
   keptSessionHours: 24,
   failedSessionHours: 72,
+  strayWatchHours: 168,
 });
 
 export const DEFAULT_SLEEP: SleepRules = Object.freeze({
@@ -82,6 +89,7 @@ export const TIMEOUT_ANCHORS: Readonly<Record<keyof DispatchTimeouts, { unit: Un
   seatlessSeconds: { unit: "s", anchor: "attempt.wakeRequestedAt" },
   keptSessionHours: { unit: "h", anchor: "kept.keptAt" },
   failedSessionHours: { unit: "h", anchor: "attempt.endedAt" },
+  strayWatchHours: { unit: "h", anchor: "attempt.endedAt" },
 };
 
 /** The longest any timeout may be: a year. */

@@ -19,7 +19,7 @@
 
 import type { SessionReading } from "../../core/dispatch/model.js";
 import { type JsonValue, renderSpawn } from "../../core/dispatch/route.js";
-import { forgetCutoff, isKeptDue } from "../../core/dispatch/sessions.js";
+import { forgetCutoff, isKeptDue, strayWatchCutoff } from "../../core/dispatch/sessions.js";
 import { pickReadingAction } from "../../core/dispatch/table.js";
 import { DEFAULT_SLEEP } from "../../core/dispatch/timeouts.js";
 import type { AttemptRow, ItemRow } from "../../store/dispatch/ops.js";
@@ -73,7 +73,7 @@ export class DispatchRunner {
           leased.map((a) => a.id),
         );
     }
-    for (const step of [() => this.#strays(report), () => this.#forget(now, report)]) {
+    for (const step of [() => this.#strays(now, report), () => this.#forget(now, report)]) {
       try {
         await step();
       } catch (e) {
@@ -198,10 +198,14 @@ export class DispatchRunner {
     report.decisions.push({ attempt: a.id, rule: d.rule, action: d.action.kind, applied });
   }
 
-  /** spec §20.26: look for each stray's session (by its spawn name when unbound) and stop it until it is seen stopped. */
-  async #strays(report: PassReport): Promise<void> {
+  /**
+   * spec §20.26: look for each stray's session (by its spawn name when unbound) and stop it until it is
+   * seen stopped. A forgotten stray's session that landed late is also forgotten once seen stopped; until
+   * the worker confirms that, it stays a stray and is tried again next pass (spec §20.14).
+   */
+  async #strays(now: number, report: PassReport): Promise<void> {
     const { ctx } = this;
-    for (const a of await ctx.ops.strays(ctx.batch)) {
+    for (const a of await ctx.ops.strays(ctx.batch, strayWatchCutoff(now, ctx.timeouts))) {
       const worker = ctx.workers.get(a.worker);
       if (!worker) continue;
       try {
@@ -213,6 +217,8 @@ export class DispatchRunner {
         }
         const r = await worker.read(session);
         if (r.kind === "running") await worker.stop(session);
+        else if (a.forgotten && (await worker.forget(session)).kind === "refused")
+          report.failed.push(session);
         else await ctx.ops.strayStopped(a.id, r.kind);
       } catch (e) {
         report.errors.push({ attempt: a.id, message: (e as Error).message });

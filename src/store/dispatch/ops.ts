@@ -147,8 +147,10 @@ export class DispatchOps {
     return this.run(() => att.recordCloseout(id("attempt id", attemptId), closeout));
   }
 
-  async strays(n: number): Promise<AttemptRow[]> {
-    return this.run(() => stray.strays(limit(n)));
+  /** spec §20.26: `since` bounds the search for forgotten strays whose session was never found. */
+  async strays(n: number, since = 0): Promise<AttemptRow[]> {
+    ms("since", since);
+    return this.run(() => stray.strays(limit(n), since));
   }
 
   async bindStray(attemptId: string, session: string): Promise<boolean> {

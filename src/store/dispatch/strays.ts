@@ -8,10 +8,17 @@ import { one, type Program, q } from "../tree/program.js";
 import { A, event } from "./items.js";
 import { type AttemptRow, toAttempt } from "./rows.js";
 
-export function* strays(limit: number): Program<AttemptRow[]> {
+/**
+ * The strays to look for (spec §20.26): settled, session not known stopped, and either not forgotten,
+ * or forgotten but ended after `since` (a spawn that landed after its attempt was forgotten is
+ * still found by its spawn name, stopped and forgotten). At most `limit`, oldest first.
+ */
+export function* strays(limit: number, since: number): Program<AttemptRow[]> {
   const rows = yield* q(
-    `SELECT * FROM ${A} WHERE ended_at IS NOT NULL AND session_stopped = 0 AND forgotten = 0 ORDER BY id LIMIT :limit`,
-    { limit },
+    `SELECT * FROM ${A} WHERE ended_at IS NOT NULL AND session_stopped = 0
+       AND (forgotten = 0 OR ended_at > CAST(:since AS bigint))
+     ORDER BY id LIMIT :limit`,
+    { limit, since },
   );
   return rows.map(toAttempt);
 }
