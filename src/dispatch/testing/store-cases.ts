@@ -60,6 +60,27 @@ export function registerDispatchStoreCases(define: Define): void {
   );
 
   define(
+    "§20.1 an unbound starting attempt is adopted as reconciling only at the version it was read at; a closed item's adoption changes nothing",
+    async ({ ops, expect }) => {
+      const r = await started(ops);
+      const g = { id: r.attempt.id, version: r.attempt.version, holder: HOLDER };
+      const m = await ops.moveAttempt(g, { state: "reconciling" }, { to: "reconciling" });
+      expect(m).toMatchObject({
+        kind: "moved",
+        attempt: { state: "reconciling", session: null, version: 1 },
+      });
+      expect(await ops.moveAttempt(g, { state: "reconciling" }, null)).toEqual({ kind: "stale" });
+      const bound = await ops.moveAttempt({ ...g, version: 1 }, { session: "s1" }, null);
+      expect(bound).toMatchObject({ kind: "moved", attempt: { state: "reconciling", session: "s1" } });
+      const other = await started(ops);
+      const listed = { id: other.attempt.id, version: other.attempt.version, holder: HOLDER };
+      await ops.closeItem(other.item.id);
+      expect(await ops.moveAttempt(listed, { state: "reconciling" }, null)).toEqual({ kind: "stale" });
+      expect((await ops.getAttempt(other.attempt.id))!.state).toBe("closing");
+    },
+  );
+
+  define(
     "§20.19 an open item starts one attempt: the item runs, the attempt starts leased with its spawn",
     async ({ ops, expect, clock }) => {
       const r = await started(ops);
