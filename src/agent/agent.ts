@@ -28,6 +28,7 @@ import {
   isContextOverflow,
   promptTokens,
 } from "./compaction.js";
+import { agentConfigOf } from "./config.js";
 import { type AgentHooks, type HooksSpec, hooksOf } from "./hooks.js";
 import { defineRun, type RunContext, type RunDefinition, type RunSpec } from "./run.js";
 import type { ToolCall, ToolCallOutcome, ToolCalls } from "./tools/calls.js";
@@ -57,6 +58,8 @@ export interface AgentSpec {
   compaction?: CompactionPolicy;
   /** Code run at the loop's phases (spec §19.21); a function is read once per turn. */
   hooks?: HooksSpec;
+  /** Models a conversation may choose by name in its configuration (spec §19.22). */
+  models?: Record<string, LanguageModel>;
   /** The run task's fairness and rate limits (spec §14.10, §14.12), keyed from `{ conversationId }`. */
   fairness?: RunSpec<null>["fairness"];
   rateLimit?: RunSpec<null>["rateLimit"];
@@ -137,10 +140,17 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           : window - (spec.compaction?.reserveTokens ?? DEFAULT_RESERVE_TOKENS);
       for (let turn = 0; turn < maxTurns; turn++) {
         hooks = hooksOf(spec.hooks);
-        let prompt = promptOf(spec.instructions, await contextFor(rc));
+        // spec §19.22: the conversation's own configuration, read at each turn.
+        const cfg = agentConfigOf(await rc.state());
+        const model = cfg.model === undefined ? modelOf() : spec.models?.[cfg.model];
+        if (!model) throw new ConfigError(`agent "${spec.name}" has no model named "${cfg.model}"`);
+        const instructions = cfg.instructions ?? spec.instructions;
+        const enabled = cfg.tools === undefined ? null : new Set(cfg.tools);
+        const offered = enabled ? toolSpecs?.filter((t) => enabled.has(t.name)) : toolSpecs;
+        let prompt = promptOf(instructions, await contextFor(rc));
         // spec §19.18: near the window, compact before asking.
         if (promptTokens(prompt) > limit && (await compactAs(`compact-${turn}`, "threshold")).applied)
-          prompt = promptOf(spec.instructions, await contextFor(rc));
+          prompt = promptOf(instructions, await contextFor(rc));
         // A long answer keeps the run's lease (spec §3.8): maxMs stays short, so a dead worker's
         // run is taken over soon after, while a live one streams as long as the model talks.
         const beat = setInterval(
@@ -150,14 +160,14 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
         const ask = (name: string, p: ModelPrompt) =>
           generate(ctx, {
             name,
-            model: modelOf(),
+            model,
             prompt: p,
             conversationId: rc.conversationId,
             // spec §18.7: the conversation is the provider session; a fork or child has its own id.
             sessionId: rc.conversationId,
             ...(spec.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: spec.idleTimeoutMs }),
             ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
-            ...(toolSpecs ? { call: { tools: toolSpecs } } : {}),
+            ...(offered ? { call: { tools: offered } } : {}),
           });
         prompt = (await hooks.beforeRequest?.({ turn, conversationId: rc.conversationId, prompt })) ?? prompt;
         const r = await ask(`turn-${turn}`, prompt)
@@ -165,7 +175,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             // spec §19.18: the provider says the context overflowed: compact, then retry the turn once.
             if (!isContextOverflow(err) || !(await compactAs(`compact-${turn}-overflow`, "overflow")).applied)
               throw err;
-            return ask(`turn-${turn}-retry`, promptOf(spec.instructions, await contextFor(rc)));
+            return ask(`turn-${turn}-retry`, promptOf(instructions, await contextFor(rc)));
           })
           .finally(() => clearInterval(beat));
         // A step: once per turn, not again when the run replays the turn (spec §19.21).
@@ -203,8 +213,9 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
           ctx,
           turn,
           rc.conversationId,
-          cwdOf(rc.conversationId),
+          cfg.cwd ?? cwdOf(rc.conversationId),
           calls,
+          enabled,
         );
         await rc.commit(`results-${turn}`, {
           entries: outcomes.map((o) => ({
@@ -318,10 +329,20 @@ async function runHookedRound(
   conversationId: string,
   cwd: string,
   calls: { id: string; name: string; input: unknown }[],
+  enabled: ReadonlySet<string> | null,
 ): Promise<ToolCallOutcome[]> {
   const planned: (ToolCall | ToolCallOutcome)[] = [];
   for (const c of calls) {
     const call: ToolCall = { callId: c.id, tool: c.name, args: c.input };
+    if (enabled && !enabled.has(c.name)) {
+      // spec §19.22: a tool the conversation's configuration leaves out is not run.
+      planned.push({
+        callId: c.id,
+        tool: c.name,
+        result: { content: `tool "${c.name}" is not enabled in this conversation`, isError: true },
+      });
+      continue;
+    }
     const before = hooks.beforeTool;
     // Steps: a decision is made once and replayed as made (spec §19.21).
     const d = before

@@ -35,6 +35,13 @@ export {
   isContextOverflow,
   promptTokens,
 } from "./compaction.js";
+export {
+  AGENT_CONFIG_KEY,
+  type AgentConfig,
+  agentConfigOf,
+  checkAgentConfig,
+  setAgentConfig,
+} from "./config.js";
 export type {
   CommitInput,
   ConversationsOptions,

@@ -142,6 +142,11 @@ export class RunContext {
     return this.#c.entries(this.conversationId, range);
   }
 
+  /** The conversation's application state (spec §17.4), e.g. its agent configuration. */
+  state(): Promise<Record<string, unknown>> {
+    return this.#c.state(this.conversationId);
+  }
+
   /** What a model sees: the entries from the newest reset or compaction on (spec §17.3). */
   context(limit = 10_000): Promise<EntryRecord[]> {
     return this.#c.context(this.conversationId, { limit });
