@@ -60,7 +60,29 @@ export const DISPATCH_PATHS = {
     get: {
       summary: "An item and its attempts",
       parameters: [id("Item")],
-      responses: { ...ok("{ item, attempts }"), ...errors(400, 401, 404) },
+      responses: {
+        ...ok(
+          "{ item, attempts, stuck } — stuck: null, or why an open item's step is not in its pipeline (spec §20.30)",
+        ),
+        ...errors(400, 401, 404),
+      },
+    },
+  },
+  "/api/dispatch/items/{id}/move": {
+    post: {
+      summary:
+        "Move an open item to a step its pipeline has in the server's configuration, guarded on the step it was read at (spec §20.30)",
+      parameters: [id("Item")],
+      requestBody: {
+        required: true,
+        ...json({
+          type: "object",
+          required: ["step"],
+          additionalProperties: false,
+          properties: { step: { type: "string" } },
+        }),
+      },
+      responses: { ...ok("{ item }"), ...errors(400, 401, 404) },
     },
   },
   "/api/dispatch/items/{id}/close": {

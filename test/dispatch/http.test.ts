@@ -141,3 +141,36 @@ it("§20.28 a server given a pipeline that fails its check is refused at createS
     ConfigError,
   );
 });
+
+forEachBackend(() => {
+  it("§20.30 GET /api/dispatch/items/{id} says an item is stuck, and POST …/move moves it to a step its pipeline has; bad input changes nothing", async () => {
+    const r = await openRatchet([]);
+    const pipelines = [
+      { name: "fix", steps: [{ name: "build", worker: "fake", spawn: { command: ["wait"] } }] },
+    ];
+    const { call } = await startServer(r, { token: TOKEN, dashboard: false, dispatch: { pipelines } });
+    const bare = await startServer(r, { token: TOKEN, dashboard: false });
+    const store = r.store as unknown as DispatchCapable;
+    const item = await store.dispatch.addItem("fix", "triage", "{}");
+    const orphan = await store.dispatch.addItem("gone", "triage", "{}");
+
+    type Got = { item: { step: string }; stuck: { kind: string; steps?: string[] } | null };
+    const got = (await (await call(`/api/dispatch/items/${item.id}`)).json()) as Got;
+    expect(got.stuck).toMatchObject({ kind: "unknown_step", steps: ["build"] });
+    expect(((await (await bare.call(`/api/dispatch/items/${item.id}`)).json()) as Got).stuck).toBeNull();
+
+    const move = (id: string, json: unknown, via = call) => via(`/api/dispatch/items/${id}/move`, { json });
+    expect(await errorOf(await move(item.id, { step: "nope" }))).toMatchObject({ status: 400 });
+    expect(await errorOf(await move(item.id, { step: "build", extra: 1 }))).toMatchObject({ status: 400 });
+    expect(await errorOf(await move(item.id, { step: "build" }, bare.call))).toMatchObject({ status: 400 });
+    expect(await errorOf(await move(orphan.id, { step: "build" }))).toMatchObject({ status: 400 });
+    expect(await errorOf(await move("999999", { step: "build" }))).toMatchObject({ status: 404 });
+    expect(await store.dispatch.getItem(item.id)).toEqual(item);
+
+    const moved = await move(item.id, { step: "build" });
+    expect(((await moved.json()) as Got).item.step).toBe("build");
+    expect(((await (await call(`/api/dispatch/items/${item.id}`)).json()) as Got).stuck).toBeNull();
+    await store.dispatch.closeItem(item.id);
+    expect(await errorOf(await move(item.id, { step: "build" }))).toMatchObject({ status: 404 });
+  });
+});

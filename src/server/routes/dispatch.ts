@@ -5,7 +5,7 @@
  * which check their input; lists are bounded (at most 1,000).
  */
 import type { Hono } from "hono";
-import { explainAttempt, stepTimeoutOf } from "../../core/dispatch/explain.js";
+import { explainAttempt, explainItemStuck, stepTimeoutOf } from "../../core/dispatch/explain.js";
 import { definePipeline, type Pipeline, type PipelineSpec } from "../../core/dispatch/pipeline.js";
 import { type DispatchTimeouts, resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { toStorableJson } from "../../core/json.js";
@@ -61,7 +61,7 @@ export function resolveExplainConfig(c: DispatchExplainConfig = {}): ExplainWith
 }
 
 export function registerDispatchRoutes(app: Hono, ratchet: Ratchet, explain: ExplainWith): void {
-  registerItemRoutes(app, ratchet);
+  registerItemRoutes(app, ratchet, explain);
   registerAttemptRoutes(app, ratchet);
   // Why an attempt is where it is: the CLI's `ratchet dispatch why`, from the row alone (spec §20.28).
   app.get("/api/dispatch/attempts/:id/why", async (c) => {
@@ -92,7 +92,7 @@ export function registerDispatchRoutes(app: Hono, ratchet: Ratchet, explain: Exp
   });
 }
 
-function registerItemRoutes(app: Hono, ratchet: Ratchet): void {
+function registerItemRoutes(app: Hono, ratchet: Ratchet, explain: ExplainWith): void {
   app.get("/api/dispatch/items", async (c) => {
     const limit = parseIntParam(c.req.query("limit"), "limit", 1, 1_000) ?? 100;
     const q = {
@@ -107,7 +107,29 @@ function registerItemRoutes(app: Hono, ratchet: Ratchet): void {
     const ops = opsOf(ratchet);
     const item = await ops.getItem(c.req.param("id"));
     if (!item) throw new NotFoundError(`item ${c.req.param("id")}`);
-    return c.json({ item, attempts: await ops.listAttempts({ itemId: item.id, limit: 1_000 }) });
+    const attempts = await ops.listAttempts({ itemId: item.id, limit: 1_000 });
+    // spec §20.30: stuck at a step its pipeline no longer has, judged by the server's pipelines (if any).
+    const stuck = explain.pipelines.size > 0 ? explainItemStuck(item, explain.pipelines) : null;
+    return c.json({ item, attempts, stuck });
+  });
+
+  // spec §20.30: move an open item to a step its pipeline has, guarded on the step it was read at.
+  app.post("/api/dispatch/items/:id/move", async (c) => {
+    const body = await readObject(c.req);
+    onlyKeys(body, ["step"], "move item");
+    const step = str(body.step, "step");
+    const ops = opsOf(ratchet);
+    const item = await ops.getItem(c.req.param("id"));
+    if (item?.state !== "open") throw new NotFoundError(`open item ${c.req.param("id")}`);
+    const p = explain.pipelines.get(item.pipeline);
+    if (!p) throw new ValidationError(`the server has no pipeline "${item.pipeline}" configured`);
+    if (!p.steps.has(step))
+      throw new ValidationError(
+        `pipeline "${p.name}" has no step "${step}" (its steps: ${[...p.steps.keys()].join(", ")})`,
+      );
+    const moved = await ops.moveItem(item.id, item.step, step);
+    if (!moved) throw new NotFoundError(`open item ${item.id} at step ${item.step} (it changed meanwhile)`);
+    return c.json({ item: moved });
   });
 
   app.post("/api/dispatch/items", async (c) => {
