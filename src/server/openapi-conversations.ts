@@ -1,16 +1,6 @@
 /** The OpenAPI description of the conversation routes (routes/conversations.ts, spec §17.11). */
-const json = (schema: object) => ({ content: { "application/json": { schema } } });
-const ok = (description: string, status = "200") => ({
-  [status]: { description, ...json({ type: "object", additionalProperties: true }) },
-});
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }]));
-const query = (name: string, schema: object, description: string) => ({
-  name,
-  in: "query",
-  schema,
-  description,
-});
+import { anyObject, errors, eventStream, json, ok, query } from "./openapi-kit.js";
+
 const convParam = {
   name: "id",
   in: "path",
@@ -22,9 +12,6 @@ const intParam = { name: "id", in: "path", required: true, schema: { type: "inte
 const seq = (name: string, description: string) => query(name, { type: "integer", minimum: 0 }, description);
 const limit = (def: number, max: number) =>
   query("limit", { type: "integer", minimum: 1, maximum: max, default: def }, "Most items to return.");
-const eventStream = {
-  "200": { description: "An event stream", content: { "text/event-stream": { schema: { type: "string" } } } },
-};
 
 export const CONVERSATION_PATHS = {
   "/api/conversations": {
@@ -95,7 +82,7 @@ export const CONVERSATION_PATHS = {
         }),
       },
       responses: {
-        ...ok("{ submission, created: true }", "201"),
+        ...ok("{ submission, created: true }", anyObject, "201"),
         ...ok("{ submission, created: false }: the requestId's first submission"),
         ...errors(400, 401, 403, 404, 409, 413, 415),
       },

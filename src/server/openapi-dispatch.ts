@@ -1,16 +1,6 @@
 /** The OpenAPI description of the dispatch routes (routes/dispatch.ts, spec §20.27). */
-const json = (schema: object) => ({ content: { "application/json": { schema } } });
-const ok = (description: string, status = "200") => ({
-  [status]: { description, ...json({ type: "object", additionalProperties: true }) },
-});
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }]));
-const query = (name: string, schema: object, description: string) => ({
-  name,
-  in: "query",
-  schema,
-  description,
-});
+import { anyObject, errors, json, ok, query } from "./openapi-kit.js";
+
 const id = (what: string) => ({
   name: "id",
   in: "path",
@@ -53,7 +43,7 @@ export const DISPATCH_PATHS = {
           properties: { pipeline: { type: "string" }, step: { type: "string" }, input: {} },
         }),
       },
-      responses: { ...ok("{ item }", "201"), ...errors(400, 401, 413) },
+      responses: { ...ok("{ item }", anyObject, "201"), ...errors(400, 401, 413) },
     },
   },
   "/api/dispatch/items/{id}": {

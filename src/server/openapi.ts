@@ -7,16 +7,11 @@ import { OUTCOMES, STATUSES } from "../core/model.js";
 import { HTTP_STATUS } from "./errors.js";
 import { CONVERSATION_PATHS } from "./openapi-conversations.js";
 import { DISPATCH_PATHS } from "./openapi-dispatch.js";
+import { anyObject, errors, json, ok, query } from "./openapi-kit.js";
 import { MAX_HTTP_TICK_CONCURRENCY, MAX_HTTP_TICK_MS } from "./routes/operations.js";
 import { DEFAULT_PAGE, MAX_ERROR_SCAN, MAX_PAGE } from "./routes/tasks.js";
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const json = (schema: object) => ({ content: { "application/json": { schema } } });
-const ok = (description: string, schema: object, status = "200") => ({
-  [status]: { description, ...json(schema) },
-});
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [String(s), { $ref: `#/components/responses/E${s}` }]));
 const idParam = { name: "id", in: "path", required: true, schema: { type: "integer", minimum: 1 } };
 const nameParam = (name: string, description: string) => ({
   name,
@@ -25,17 +20,10 @@ const nameParam = (name: string, description: string) => ({
   description,
   schema: { type: "string", minLength: 1, maxLength: 200 },
 });
-const query = (name: string, schema: object, description: string) => ({
-  name,
-  in: "query",
-  schema,
-  description,
-});
 const body = (schema: object, required = true) => ({ required, ...json(schema) });
 const limitParam = (def: number, max: number) =>
   query("limit", { type: "integer", minimum: 1, maximum: max, default: def }, "Most items to return.");
 
-const anyObject = { type: "object", additionalProperties: true };
 const entry = {
   type: "object",
   additionalProperties: false,
