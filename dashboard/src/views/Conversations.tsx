@@ -5,7 +5,7 @@
  * The run's live stream output (spec §16.5) shows beside the transcript's tail; each assistant turn
  * shows its usage, cost and route (spec §18.9).
  */
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import type {
   AssistantData,
   ConversationRecord,
@@ -14,40 +14,16 @@ import type {
 } from "../../../src/agent/index.js";
 import { call, query } from "../api.js";
 import { short, time } from "../format.js";
+import { usePoll } from "../poll.js";
 import type { Tree } from "../types.js";
 import { Streams } from "./Streams.js";
 import { TreeView, treeIds } from "./TreeView.js";
 
-const POLL_MS = 1_000;
 /** Entries kept on screen: the newest ones (older ones stay in the API). */
 const MAX_SHOWN = 2_000;
 
 export function conversationHref(id: string): string {
   return `#/conversations/${encodeURIComponent(id)}`;
-}
-
-/** Runs `fn` now and every POLL_MS until unmounted; a failure shows, the next round tries again. */
-export function usePoll(fn: () => Promise<void>, deps: unknown[]): string | null {
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let stop = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const round = async () => {
-      try {
-        await fn();
-        setError(null);
-      } catch (e) {
-        setError((e as Error).message);
-      }
-      if (!stop) timer = setTimeout(round, POLL_MS);
-    };
-    void round();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, deps);
-  return error;
 }
 
 export function ConversationList() {

@@ -4,11 +4,10 @@
  * attempt's timeline of readings, decisions and moves, with Close-item and
  * Wake buttons. Live by polling the API once a second while mounted.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { call, query } from "../api.js";
 import { short, time } from "../format.js";
-
-const POLL_MS = 1_000;
+import { usePoll } from "../poll.js";
 
 interface Attempt {
   id: string;
@@ -45,30 +44,6 @@ interface Event {
 
 export function attemptHref(id: string): string {
   return `#/dispatch/attempts/${id}`;
-}
-
-/** Runs `fn` now and every POLL_MS until unmounted; a failure shows, the next round tries again. */
-function usePoll(fn: () => Promise<void>, deps: unknown[]): string | null {
-  const [error, setError] = useState<string | null>(null);
-  useEffect(() => {
-    let stop = false;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const round = async () => {
-      try {
-        await fn();
-        setError(null);
-      } catch (e) {
-        setError((e as Error).message);
-      }
-      if (!stop) timer = setTimeout(round, POLL_MS);
-    };
-    void round();
-    return () => {
-      stop = true;
-      clearTimeout(timer);
-    };
-  }, deps);
-  return error;
 }
 
 function Card({ item }: { item: Item }) {

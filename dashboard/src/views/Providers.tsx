@@ -8,7 +8,8 @@ import type { BreakerRecord } from "../../../src/store/breakers/ops.js";
 import type { ModelUsage, UsageTotals } from "../../../src/store/usage/ops.js";
 import { call } from "../api.js";
 import { time } from "../format.js";
-import { usd, usePoll } from "./Conversations.js";
+import { usePoll } from "../poll.js";
+import { usd } from "./Conversations.js";
 
 interface UsageReply {
   totals: UsageTotals;

@@ -109,6 +109,7 @@ function StreamPanel({ taskId, name, label }: { taskId: number; name: string; la
   return (
     <section class="card stream" data-stream={name} data-state={state}>
       <h4>
+        {label ? `${label} · ` : ""}
         {name}{" "}
         <span class="muted">
           · {count} chunks · {state}
