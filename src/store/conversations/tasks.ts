@@ -2,10 +2,10 @@
  * Tasks a conversation commit creates (spec §17.4): top-level tasks inserted by the commit's own
  * program, so they exist exactly when the commit's entries and state do.
  */
-import { QueueFullError, ValidationError } from "../../errors.js";
-import { applyGates } from "../gates.js";
+import { ValidationError } from "../../errors.js";
 import type { NewTask, TaskId } from "../store.js";
-import { one, type Program, q } from "../tree/program.js";
+import { insertOwned } from "../tree/ops.js";
+import { one, type Program } from "../tree/program.js";
 import { T } from "./rows.js";
 
 /** The engine scope of a conversation's tasks: `abortScope` and `waitForIdle` reach them by it (spec §17.8). */
@@ -41,40 +41,12 @@ export function* insertTask(
   const scope = conversationScope(conversation.id);
   if (t.dedupe !== null || t.needs.length > 0 || t.flow)
     throw new ValidationError("a conversation commit creates plain tasks: no dedupe key, needs or flow key");
-  const live = (yield { op: "live", queue: t.queue }) as number;
-  if (live + 1 > maxDepth) throw new QueueFullError(t.queue, live, maxDepth, 1);
-  const delay = Math.max(0, t.delayMs);
   const owner = yield* liveOwner(conversation.owner_task_id);
-  const row = yield* one<{ id: number }>(
-    `INSERT INTO ${T} (queue, name, version, input, status, priority, order_key, max_ms, max_attempts, run_after, wake_at,
-        job, created_at, updated_at, scope, owner_id, detached)
-     VALUES (:queue, :name, :version, :input, :status, :priority, :now - CAST(:prio AS bigint) * 360000, :max_ms,
-        :max_attempts, :now + CAST(:delay AS bigint), NULL, :job, :now, :now, :scope, :owner, :detached)
-     RETURNING id`,
-    {
-      queue: t.queue,
-      name: t.name,
-      version: t.version,
-      input: t.input,
-      status: delay > 0 ? "waiting" : "pending",
-      priority: t.priority,
-      prio: t.priority,
-      max_ms: t.maxMs,
-      max_attempts: t.maxAttempts,
-      delay,
-      job: t.job,
-      scope,
-      owner: owner?.id ?? null,
-      detached: owner?.detached ?? 0,
-    },
+  return yield* insertOwned(
+    t,
+    { owner: owner?.id ?? null, scope, background: false, detached: owner?.detached === 1, spawnName: null },
+    maxDepth,
   );
-  const id = Number(row!.id);
-  if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id });
-  if (t.gates) yield* applyGates(id, t.queue, t.priority, t.gates);
-  if (owner) yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: owner.id });
-  yield { op: "bump", queue: t.queue, n: 1 };
-  if (delay === 0) yield { op: "notify" };
-  return id;
 }
 
 /** Live tasks of the scope, background subtrees included (they inherit the scope, spec §12.2). */

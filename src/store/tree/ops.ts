@@ -31,6 +31,7 @@ import {
   holds,
   type InspectRows,
   type NewChild,
+  type NewTask,
   type Settlement,
   type SettleResult,
   type TaskId,
@@ -454,8 +455,37 @@ export function* spawn(
     throw new ValidationError(
       `task ${owner.id} already has ${MAX_CHILDREN} children, the most one task may own`,
     );
-  const t = child.task;
-  // Admission (spec §2.7) counts children like any task of their queue.
+  const id = yield* insertOwned(
+    child.task,
+    {
+      owner: owner.id,
+      scope: owner.scope ?? String(owner.id),
+      background: child.background,
+      detached: owner.detached === 1 || child.background,
+      spawnName: child.spawnName,
+    },
+    maxDepth,
+  );
+  return { id, created: true };
+}
+
+/**
+ * Writes a task that is not enqueued from outside — a spawned child (spec §12.1), a task a
+ * conversation's commit creates (spec §17.4) — in the caller's transaction: counted by admission like
+ * any task of its queue (spec §2.7), due now or waiting for its delay, its flow gates applied, its
+ * owner (if any) marked as owning. Dedupe keys and needs are `enqueue`'s.
+ */
+export function* insertOwned(
+  t: NewTask,
+  at: {
+    owner: TaskId | null;
+    scope: string | null;
+    background: boolean;
+    detached: boolean;
+    spawnName: string | null;
+  },
+  maxDepth: number,
+): Program<TaskId> {
   const live = (yield { op: "live", queue: t.queue }) as number;
   if (live + 1 > maxDepth) throw new QueueFullError(t.queue, live, maxDepth, 1);
   const delay = Math.max(0, t.delayMs);
@@ -463,7 +493,7 @@ export function* spawn(
     `INSERT INTO ${T} (queue, name, version, input, status, priority, order_key, max_ms, max_attempts, run_after, wake_at,
         job, created_at, updated_at, owner_id, scope, background, detached, spawn_name)
      VALUES (:queue, :name, :version, :input, :status, :priority, :now - CAST(:prio AS bigint) * 360000, :max_ms, :max_attempts,
-        :now + CAST(:delay AS bigint), :wake, :job, :now, :now, :owner, :scope, :bg, :detached, :spawn)
+        :now + CAST(:delay AS bigint), NULL, :job, :now, :now, :owner, :scope, :bg, :detached, :spawn)
      RETURNING id`,
     {
       queue: t.queue,
@@ -476,21 +506,21 @@ export function* spawn(
       max_ms: t.maxMs,
       max_attempts: t.maxAttempts,
       delay,
-      wake: null,
       job: t.job,
-      owner: owner.id,
-      scope: owner.scope ?? String(owner.id),
-      bg: child.background ? 1 : 0,
-      detached: owner.detached === 1 || child.background ? 1 : 0,
-      spawn: child.spawnName,
+      owner: at.owner,
+      scope: at.scope,
+      bg: at.background ? 1 : 0,
+      detached: at.detached ? 1 : 0,
+      spawn: at.spawnName,
     },
   );
-  if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id: row!.id });
-  if (t.gates) yield* applyGates(row!.id, t.queue, t.priority, t.gates);
-  yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: owner.id });
+  const id = Number(row!.id);
+  if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id });
+  if (t.gates) yield* applyGates(id, t.queue, t.priority, t.gates);
+  if (at.owner !== null) yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: at.owner });
   yield { op: "bump", queue: t.queue, n: 1 };
   if (delay === 0) yield { op: "notify" };
-  return { id: row!.id, created: true };
+  return id;
 }
 
 /** spec §12.3: validation, then either the terminal members or a parked waiter. */
