@@ -16,7 +16,7 @@ import type {
   LanguageModelV4Usage,
 } from "@ai-sdk/provider";
 import { ValidationError } from "../errors.js";
-import { sessionOf, type Usage } from "./stream.js";
+import { readableOf, sessionOf, type Usage } from "./stream.js";
 
 export interface FauxScript {
   text?: string;
@@ -168,17 +168,7 @@ function partsStream(
   s: FauxScript,
   call: LanguageModelV4CallOptions,
 ): ReadableStream<LanguageModelV4StreamPart> {
-  const it = parts(s, call);
-  return new ReadableStream({
-    async pull(c) {
-      const n = await it.next();
-      if (n.done) c.close();
-      else c.enqueue(n.value);
-    },
-    async cancel() {
-      await it.return(undefined);
-    },
-  });
+  return readableOf(parts(s, call));
 }
 
 async function* parts(

@@ -21,7 +21,7 @@ import type {
   LanguageModelV4StreamPart,
 } from "@ai-sdk/provider";
 import { ModelError, ValidationError } from "../errors.js";
-import { sessionOf } from "./stream.js";
+import { readableOf, sessionOf } from "./stream.js";
 
 export interface OpenAICompatibleOptions {
   /** e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1 */
@@ -147,17 +147,7 @@ function partStream(
   bytes: ReadableStream<Uint8Array>,
   provider: string,
 ): ReadableStream<LanguageModelV4StreamPart> {
-  const it = parts(bytes, provider);
-  return new ReadableStream({
-    async pull(c) {
-      const n = await it.next();
-      if (n.done) c.close();
-      else c.enqueue(n.value);
-    },
-    async cancel() {
-      await it.return(undefined);
-    },
-  });
+  return readableOf(parts(bytes, provider));
 }
 
 /** SSE `data:` payloads, one per event; throws PROTOCOL past MAX_EVENT_BYTES. */

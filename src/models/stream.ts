@@ -188,3 +188,17 @@ function toEvent(p: LanguageModelV4StreamPart, provider: string): ModelEvent | n
       return null;
   }
 }
+
+/** An async generator as a ReadableStream that pulls it one part at a time; cancelling ends the generator. */
+export function readableOf<T>(it: AsyncGenerator<T, void, undefined>): ReadableStream<T> {
+  return new ReadableStream<T>({
+    async pull(c) {
+      const n = await it.next();
+      if (n.done) c.close();
+      else c.enqueue(n.value);
+    },
+    async cancel() {
+      await it.return(undefined);
+    },
+  });
+}
