@@ -17,6 +17,7 @@ import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
 import type { BreakerOps } from "./breakers/ops.js";
 import type { ConversationOps } from "./conversations/types.js";
+import type { OutboxOps } from "./outbox/ops.js";
 import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
 import type { StreamAppend, StreamAppendResult, StreamInfo, StreamRead } from "./streams/ops.js";
 import type { UsageOps } from "./usage/ops.js";
@@ -581,6 +582,11 @@ export interface Store {
   readonly breakers: BreakerOps;
   /** The usage ledger: the programs of src/store/usage. */
   readonly usage: UsageOps;
+
+  // ------------------------------------------------ the outbox (spec part 21)
+
+  /** Facts, destinations and their cursors: the programs of src/store/outbox. */
+  readonly outbox: OutboxOps;
 
   // ------------------------------------------------ durable output streams (spec §16)
 

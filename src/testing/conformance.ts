@@ -31,6 +31,7 @@ import { makeDefine } from "./conformance/kit.js";
 import { registerLifecycleTests } from "./conformance/lifecycle.js";
 import { registerModelTests } from "./conformance/models.js";
 import { registerObservabilityTests } from "./conformance/observability.js";
+import { registerOutboxTests } from "./conformance/outbox.js";
 import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
 import { registerStreamTests } from "./conformance/streams.js";
@@ -90,6 +91,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerConversationTests(define);
     registerStreamTests(define);
     registerModelTests(define);
+    registerOutboxTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

@@ -5,6 +5,7 @@
  * Never edit a released migration; add the next number.
  */
 import { DISPATCH_SCHEMA_PG } from "../dispatch/schema.js";
+import { OUTBOX_SCHEMA_PG } from "../outbox/schema.js";
 
 export const PG_MIGRATIONS: readonly { version: number; sql: string }[] = [
   {
@@ -584,6 +585,11 @@ ALTER TABLE {s}.ratchet_conversations ADD COLUMN closed_at bigint;
 ALTER TABLE {s}.ratchet_dispatch_attempts ADD COLUMN usage_resets_at bigint;
 ALTER TABLE {s}.ratchet_dispatch_items ADD COLUMN not_before bigint;
 `,
+  },
+  {
+    version: 16,
+    // The outbox's facts and destinations (spec §21.1, §21.6); the text is shared with SQLite.
+    sql: OUTBOX_SCHEMA_PG,
   },
 ];
 

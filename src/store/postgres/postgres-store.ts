@@ -17,6 +17,7 @@ import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
 import { DispatchOps } from "../dispatch/ops.js";
 import * as gates from "../gates.js";
+import { OutboxOps } from "../outbox/ops.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
 import type {
@@ -206,6 +207,8 @@ export class PostgresStore implements Store {
   // Breakers and the usage ledger (spec §18): the shared programs of src/store/breakers and usage.
   readonly breakers = breakerOps((p) => this.core.program(p));
   readonly usage = usageOps((p) => this.core.program(p));
+  // The outbox (spec part 21): the shared programs of src/store/outbox.
+  readonly outbox = new OutboxOps((p) => this.core.program(p));
 
   async close(): Promise<void> {
     if (this.core.closed) return;

@@ -7,6 +7,7 @@
  */
 import type Database from "better-sqlite3";
 import { DISPATCH_SCHEMA_SQLITE } from "../dispatch/schema.js";
+import { OUTBOX_SCHEMA_SQLITE } from "../outbox/schema.js";
 
 export interface Migration {
   version: number;
@@ -410,6 +411,11 @@ ALTER TABLE ratchet_conversations ADD COLUMN closed_at INTEGER;
 ALTER TABLE ratchet_dispatch_attempts ADD COLUMN usage_resets_at INTEGER;
 ALTER TABLE ratchet_dispatch_items ADD COLUMN not_before INTEGER;
 `,
+  },
+  {
+    version: 13,
+    // The outbox's facts and destinations (spec §21.1, §21.6); the text is shared with PostgreSQL.
+    sql: OUTBOX_SCHEMA_SQLITE,
   },
 ];
 

@@ -21,6 +21,7 @@ import { breakerOps } from "../breakers/ops.js";
 import { conversationOps } from "../conversations/bind.js";
 import { DispatchOps } from "../dispatch/ops.js";
 import * as gates from "../gates.js";
+import { OutboxOps } from "../outbox/ops.js";
 import type { ScheduleRow, ScheduleSpec } from "../schedules.js";
 import * as sched from "../schedules.js";
 import type {
@@ -321,6 +322,11 @@ export class SqliteStore implements Store {
     async (p) => this.#c.read(() => this.#c.inTx(p())),
   );
   readonly usage = usageOps(
+    async (p) => this.#c.program(p),
+    async (p) => this.#c.read(() => this.#c.inTx(p())),
+  );
+  /** The outbox (spec part 21): writes in one IMMEDIATE transaction each; reads outside one. */
+  readonly outbox = new OutboxOps(
     async (p) => this.#c.program(p),
     async (p) => this.#c.read(() => this.#c.inTx(p())),
   );

@@ -1,0 +1,122 @@
+/**
+ * The outbox's write side (spec §21.1–§21.4): the fragment any store program
+ * yields to record facts in its own transaction.
+ *
+ * A fact is written by the change it describes, never after it: the program
+ * that moves an attempt, routes an item or updates a pull request's link
+ * yields `appendFacts` before it returns, so the move and its facts commit
+ * together or not at all (spec §21.2). A guarded write that lost must not
+ * yield it (it has nothing to report), and a transaction that throws after
+ * the insert rolls the facts back with everything else.
+ *
+ * Order (spec §21.3): on PostgreSQL the insert first takes the transaction-
+ * scoped advisory lock `outbox`, so fact-writing transactions take their
+ * sequence numbers and commit in one order; a sender that has read seq n has
+ * seen every committed fact below n, and its cursor never skips a fact that
+ * committed late. On SQLite the IMMEDIATE transaction already serialises
+ * writers. The cost is that fact-writing transactions serialise on PostgreSQL
+ * from the insert to their commit: yield `appendFacts` last in a program, after
+ * the guarded writes, so the lock is held briefly and never waited for while
+ * holding a row lock another fact writer needs first.
+ */
+import { ValidationError } from "../../errors.js";
+import { type Program, q } from "../tree/program.js";
+
+export const O = "{s}.ratchet_outbox";
+
+/** Facts one change may carry (spec §21.1). */
+export const MAX_FACTS_PER_CHANGE = 100;
+/** A fact's JSON `data`, encoded (spec §21.1). */
+export const MAX_FACT_DATA_BYTES = 64 * 1024;
+export const MAX_FACT_TYPE_CHARS = 100;
+export const MAX_FACT_SUBJECT_CHARS = 200;
+
+/** Dotted lowercase kind: `attempt.moved`, `pr.state`, `notice.attention`. */
+const TYPE_RE = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
+
+/** A fact as a change states it; the store adds its seq, id and instant. */
+export interface FactInput {
+  /** Dotted kind, e.g. `attempt.moved` (spec §21.1). */
+  readonly type: string;
+  /** What it is about, e.g. `attempt:12`. */
+  readonly subject: string;
+  /** JSON-serialisable payload, at most 64 KiB encoded. */
+  readonly data: unknown;
+}
+
+/** A checked fact, its data encoded once. */
+export interface EncodedFact {
+  readonly type: string;
+  readonly subject: string;
+  readonly data: string;
+}
+
+/**
+ * Checks and encodes facts (spec §21.1). Call it before the transaction to
+ * refuse bad input early; `appendFacts` calls it again, so a program that
+ * skipped it still writes nothing bad (its throw rolls the change back).
+ * Throws ValidationError (RATCHET_INVALID_INPUT / RATCHET_PAYLOAD_TOO_LARGE).
+ */
+export function checkFacts(facts: readonly FactInput[]): EncodedFact[] {
+  if (!Array.isArray(facts) || facts.length > MAX_FACTS_PER_CHANGE)
+    throw new ValidationError(`a change carries an array of at most ${MAX_FACTS_PER_CHANGE} facts`);
+  return facts.map((f, i) => {
+    if (typeof f?.type !== "string" || f.type.length > MAX_FACT_TYPE_CHARS || !TYPE_RE.test(f.type))
+      throw new ValidationError(
+        `fact ${i}: type must be a dotted lowercase name of at most ${MAX_FACT_TYPE_CHARS} characters (got ${JSON.stringify(String(f?.type)).slice(0, 120)})`,
+      );
+    if (
+      typeof f.subject !== "string" ||
+      f.subject.length === 0 ||
+      f.subject.length > MAX_FACT_SUBJECT_CHARS ||
+      f.subject.includes("\0")
+    )
+      throw new ValidationError(
+        `fact ${i}: subject must be 1–${MAX_FACT_SUBJECT_CHARS} characters without NUL`,
+      );
+    let data: string | undefined;
+    try {
+      data = JSON.stringify(f.data ?? null);
+    } catch (e) {
+      throw new ValidationError(`fact ${i}: data is not JSON-serialisable`, "RATCHET_INVALID_JSON", {
+        cause: e,
+      });
+    }
+    if (data === undefined)
+      throw new ValidationError(`fact ${i}: data is not JSON-serialisable`, "RATCHET_INVALID_JSON");
+    if (Buffer.byteLength(data) > MAX_FACT_DATA_BYTES)
+      throw new ValidationError(
+        `fact ${i}: data is ${Buffer.byteLength(data)} bytes encoded, more than ${MAX_FACT_DATA_BYTES}`,
+        "RATCHET_PAYLOAD_TOO_LARGE",
+      );
+    return { type: f.type, subject: f.subject, data };
+  });
+}
+
+/**
+ * Appends facts to the outbox inside the running transaction (spec §21.2),
+ * stamped with the transaction's clock (`:now`) and the next sequence numbers,
+ * in the order given. No facts: no SQL at all.
+ *
+ * Usage, inside any store program:
+ * ```ts
+ * const moved = yield* one(`UPDATE … WHERE <guard> RETURNING *`, p);
+ * if (!moved) return "stale";                      // a lost guard reports nothing
+ * yield* appendFacts([{ type: "pr.state", subject: "pr:o/r#7", data: { state: "merged" } }]);
+ * ```
+ * Invariant: the facts commit iff the transaction that yields this commits,
+ * and on PostgreSQL in the order of their seq (spec §21.2, §21.3).
+ */
+export function* appendFacts(facts: readonly FactInput[]): Program<void> {
+  const rows = checkFacts(facts);
+  if (rows.length === 0) return;
+  yield { op: "lock", key: "outbox" };
+  const p: Record<string, unknown> = {};
+  const values = rows.map((r, i) => {
+    p[`t${i}`] = r.type;
+    p[`s${i}`] = r.subject;
+    p[`d${i}`] = r.data;
+    return `(:t${i}, :s${i}, :now, :d${i})`;
+  });
+  yield* q(`INSERT INTO ${O} (type, subject, at, data) VALUES ${values.join(", ")}`, p);
+}
