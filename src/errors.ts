@@ -40,6 +40,8 @@ export type ErrorCode =
   | "RATCHET_MODEL_REJECTED"
   /** Every route of a router failed or was open (spec §18.5). */
   | "RATCHET_NO_ROUTE"
+  /** A forge (GitHub) call failed (spec §22.3); `kind` says how, `retryAfterMs` when to come back. */
+  | "RATCHET_FORGE"
   /** A malformed `ratchet` command line (the CLI's UsageError, exit code 2); never from the library. */
   | "RATCHET_USAGE";
 

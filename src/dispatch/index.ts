@@ -15,6 +15,16 @@ export { BOUND_NAMES } from "../core/dispatch/actions.js";
 export { findWaitingSince, pickRunningBound, RUNNING_BOUNDS } from "../core/dispatch/bounds.js";
 export { type AttemptReason, type Explanation, explainAttempt } from "../core/dispatch/explain.js";
 export {
+  attemptTrailers,
+  type FoundPull,
+  findPullUrls,
+  type PullRef,
+  parsePullUrl,
+  parseTrailers,
+  pullKey,
+  type Trailer,
+} from "../core/dispatch/links.js";
+export {
   ATTEMPT_MODES,
   type AttemptMode,
   type AttemptState,
@@ -45,6 +55,18 @@ export {
   type Step,
   type StepSpec,
 } from "../core/dispatch/pipeline.js";
+export {
+  type ChecksState,
+  decidePrWait,
+  diffPull,
+  type KnownPull,
+  nextCheckDelayMs,
+  type PrWait,
+  type PullObservation,
+  type PullState,
+  summarizeChecks,
+  type WatchPolicy,
+} from "../core/dispatch/pulls.js";
 export {
   type Route,
   renderSpawn,
@@ -89,9 +111,22 @@ export {
   readDispatchConfig,
   type WorkerConfig,
 } from "./config.js";
+export { FakeForge, ForgeModel, type ModelPull, type ScriptedFailure } from "./forge/fake.js";
+export {
+  type Forge,
+  ForgeError,
+  type ForgeErrorKind,
+  type PullCommit,
+  type PullNumberRef,
+  type PullStatus,
+  type RepoRef,
+} from "./forge/forge.js";
+export { GitHubForge, type GitHubForgeOptions } from "./forge/github.js";
 export type { RunnerOptions } from "./runner/context.js";
 export { DispatchRunner, type PassReport } from "./runner/runner.js";
 export { outcomeOf } from "./runner/settle.js";
+export { type ForgeContractOptions, registerForgeContract } from "./testing/forge-contract.js";
+export { type GitHubMock, startGitHubMock } from "./testing/github-mock.js";
 export {
   type DispatchStore,
   type DispatchStoreContractOptions,

@@ -58,6 +58,8 @@ export const HTTP_STATUS: Record<ErrorCode, number> = {
   RATCHET_MODEL_PROTOCOL: 502,
   RATCHET_MODEL_REJECTED: 502,
   RATCHET_NO_ROUTE: 503,
+  // A forge (GitHub) failure seen through the API (spec §22.3): the upstream's fault.
+  RATCHET_FORGE: 502,
   RATCHET_CLOSED: 503,
   RATCHET_TIMEOUT: 504,
   RATCHET_CONFIG: 500,
