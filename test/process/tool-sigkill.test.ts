@@ -2,9 +2,10 @@
  * spec §19.10 with real processes: a worker is SIGKILLed while a round of two tool calls runs — a
  * safe probe and an unsafe bash command. Another worker process takes the calls over after their
  * leases: the probe runs again there; the bash call is answered `interrupted` with the output the
- * dead worker had committed, and is not run again.
+ * dead worker had committed, and is not run again. The bash command's process group, with a sleep in
+ * its background, outlives the dead worker; the rerun kills it before it answers (spec §19.30).
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { ToolCallOutcome } from "../../src/agent/tools/calls.js";
@@ -26,6 +27,32 @@ function worker(store: string, schema: string | undefined, hang: boolean): Fixtu
     if (before === undefined) delete process.env.RATCHET_TEST_HANG;
     else process.env.RATCHET_TEST_HANG = before;
   }
+}
+
+/** Whether `pid` runs (a zombie waiting for a reaper does not). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** The live processes of group `pgid`. */
+function groupMembers(pgid: number): number[] {
+  return readdirSync("/proc")
+    .filter((n) => /^\d+$/.test(n))
+    .filter((n) => {
+      try {
+        const f = readFileSync(`/proc/${n}/stat`, "utf8");
+        const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+        return Number(rest[2]) === pgid && rest[0] !== "Z";
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 async function killMidRound(sb: Sandbox, store: string, schema?: string): Promise<void> {
@@ -53,11 +80,16 @@ async function killMidRound(sb: Sandbox, store: string, schema?: string): Promis
       const kids = await r.store.children(id);
       const b = kids.find((k) => k.spawnName === "tool:b1");
       if (!b) return undefined;
-      const [s] = await r.streams(b.id);
+      const s = (await r.streams(b.id)).find((x) => x.name === "output");
       return s && s.length > 0 ? b : undefined;
     });
     a.kill("SIGKILL");
     await a.exited;
+    // The bash command's group is its own (spec §19.3): the worker's SIGKILL did not reach it.
+    const pgid = Number(readFileSync(join(cwd, "bash.pid"), "utf8"));
+    const sleepPid = Number(readFileSync(join(cwd, "sleep.pid"), "utf8"));
+    expect(alive(sleepPid)).toBe(true);
+    expect(groupMembers(pgid)).toContain(sleepPid);
 
     const b = worker(store, schema, false);
     workers.push(b);
@@ -69,8 +101,11 @@ async function killMidRound(sb: Sandbox, store: string, schema?: string): Promis
     expect(probe).toEqual({ callId: "p1", tool: "probe", result: { content: `probe done in ${b.pid}` } });
     expect(bash!.interrupted).toBe(true);
     expect(bash!.result.content).toMatch(
-      /^bash was interrupted: .*not safe to run again; its output so far:\nbash started in \d+/,
+      /^bash was interrupted: .*not safe to run again; its process group \d+ was still running and was killed; its output so far:\nbash started in \d+/,
     );
+    // spec §19.30: the rerun ended the dead attempt's group before it answered.
+    expect(alive(sleepPid)).toBe(false);
+    expect(groupMembers(pgid)).toEqual([]);
     // The probe ran twice (once per worker); the bash command once, never in B.
     expect(ledgerLines(ledger).sort()).toEqual(["bash", `probe ${a.pid}`, `probe ${b.pid}`].sort());
     expect((await r.get(bashCall.id))!.attempts).toBe(2);
@@ -92,7 +127,7 @@ describe("a worker SIGKILLed mid tool round (spec §19.10)", () => {
   const sb = new Sandbox();
   afterAll(() => sb.cleanup());
 
-  it("§19.10 SQLite: the safe call runs again in the next worker, the unsafe one is interrupted with its output", async () => {
+  it("§19.10 §19.30 SQLite: the safe call runs again in the next worker, the unsafe one is interrupted with its output, the dead attempt's process group killed", async () => {
     await killMidRound(sb, `sqlite:${sb.db}`);
   });
 
@@ -100,7 +135,7 @@ describe("a worker SIGKILLed mid tool round (spec §19.10)", () => {
     if (!pgGate(it)) return;
     const schemas: string[] = [];
     afterEach(() => dropSchemas(schemas.splice(0)));
-    it("§19.10 PostgreSQL: the safe call runs again in the next worker, the unsafe one is interrupted with its output", async () => {
+    it("§19.10 §19.30 PostgreSQL: the safe call runs again in the next worker, the unsafe one is interrupted with its output, the dead attempt's process group killed", async () => {
       const schema = newSchemaName();
       schemas.push(schema);
       await killMidRound(sb, PG_URL, schema);

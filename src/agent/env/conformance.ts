@@ -11,7 +11,7 @@
  * `open()` returns an environment whose cwd is an empty directory, with bash, sleep, head, tr, ln,
  * cat and ps on its PATH; `cleanup` removes it.
  */
-import type { ExecutionEnv } from "./types.js";
+import type { ExecutionEnv, ProcessGroupRecord } from "./types.js";
 
 interface Assertion {
   toBe(expected: unknown): void;
@@ -124,6 +124,23 @@ export function registerEnvConformance(o: EnvConformanceOptions): void {
       expect([r.aborted, r.timedOut]).toEqual([true, false]);
       expect(await gone(env, text(await env.readFile("child.pid")).trim())).toBe(true);
       expect(await kind(() => env.exec(["true"], { signal: ac.signal }))).toBe("aborted");
+    });
+
+    it("§19.30 onStart reports the command's group; reap ends a group left running, then finds it gone", async (env) => {
+      if (!env.reap) return; // An environment without reap cannot end leftovers; nothing to hold it to.
+      const seen: ProcessGroupRecord[] = [];
+      // The shell exits at once; its background sleep stays in the group, as a dead worker's would.
+      const r = await env.exec(["bash", "-c", "sleep 30 & echo $! > child.pid"], {
+        onStart: (g) => seen.push(g),
+      });
+      expect(r.exitCode).toBe(0);
+      expect(seen.length).toBe(1);
+      const pid = text(await env.readFile("child.pid")).trim();
+      const state = (await env.exec(["ps", "-o", "stat=", "-p", pid])).stdout.trim();
+      expect(state === "" || state.startsWith("Z")).toBe(false); // still running: nothing ended it
+      expect(await env.reap(seen[0]!)).toBe("killed");
+      expect(await gone(env, pid)).toBe(true);
+      expect(await env.reap(seen[0]!)).toBe("gone");
     });
 
     it("§19.4 output past maxOutputBytes keeps its head and tail, says how much is omitted, and counts every byte", async (env) => {

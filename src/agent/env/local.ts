@@ -20,6 +20,7 @@ import { lstat, mkdir, open, readdir, realpath, rename, rm, writeFile } from "no
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { StringDecoder } from "node:string_decoder";
 import { HeadTail } from "../tools/truncate.js";
+import { type ProcessGroupRecord, type ReapOutcome, reapGroup, recordGroup } from "./groups.js";
 import { EnvError, type ExecOptions, type ExecResult, type ExecutionEnv, type FileInfo } from "./types.js";
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -216,6 +217,11 @@ export class LocalEnv implements ExecutionEnv {
     }
   }
 
+  /** spec §19.30: a group of this host, identified by its boot id and leader's start time. */
+  reap(group: ProcessGroupRecord): Promise<ReapOutcome> {
+    return reapGroup(group);
+  }
+
   /** Lock turns are taken in call order: the key (the real path) is found one call at a time. */
   #keying: Promise<unknown> = Promise.resolve();
 
@@ -265,6 +271,12 @@ function runProcess(
       detached: true,
       stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
+    // spec §19.30: the group's identity, read while the leader is there (at worst a zombie not yet reaped).
+    try {
+      if (child.pid && opts.onStart) opts.onStart(recordGroup(child.pid));
+    } catch {
+      // The caller's record failed; the command runs on and is bounded as ever (spec §19.3).
+    }
     const out = new HeadTail(max);
     const bytes = { stdout: 0, stderr: 0 };
     const err = new HeadTail(max);

@@ -8,6 +8,9 @@
  * `allowOutside` (spec §19.2).
  */
 import { RatchetError } from "../../errors.js";
+import type { ProcessGroupRecord, ReapOutcome } from "./groups.js";
+
+export type { ProcessGroupRecord, ReapOutcome } from "./groups.js";
 
 /** Why an environment call failed; stable across implementations (the conformance suite checks them). */
 export type EnvErrorKind =
@@ -61,6 +64,11 @@ export interface ExecOptions {
   maxOutputBytes?: number;
   /** Bytes written to the process's stdin, then closed. Default: stdin closed at once. */
   stdin?: string;
+  /**
+   * Told once, right after the process started, what identifies its process group (spec §19.30),
+   * so a caller can record it durably and a later attempt can `reap` it if this one dies.
+   */
+  onStart?: (group: ProcessGroupRecord) => void;
 }
 
 export interface ExecResult {
@@ -116,4 +124,9 @@ export interface ExecutionEnv {
    * process (spec §19.5), so two tool calls editing one file cannot interleave read and write.
    */
   withWriteLock<T>(path: string, fn: () => Promise<T>): Promise<T>;
+  /**
+   * Ends a process group an earlier exec started (its `onStart` record) if it still runs: used when
+   * the worker that ran it died (spec §19.30). Optional: without it a leftover group cannot be reached.
+   */
+  reap?(group: ProcessGroupRecord): Promise<ReapOutcome>;
 }

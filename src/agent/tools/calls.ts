@@ -18,6 +18,7 @@ import { ConfigError, ValidationError } from "../../errors.js";
 import { LocalEnv } from "../env/local.js";
 import type { ExecutionEnv } from "../env/types.js";
 import { runTool, type ToolDefinition, type ToolResult } from "./define.js";
+import { PROCESSES_STREAM, reapLeftovers, recordingEnv } from "./leftovers.js";
 import { HeadTail } from "./truncate.js";
 
 /** What the model asked for: one call of a round. */
@@ -85,16 +86,22 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
   const envOf = o.env ?? ((cwd: string) => new LocalEnv({ cwd }));
   const maxMs = o.maxMs ?? 600_000;
 
-  async function interrupted(ctx: TaskContext, input: ToolCallInput, why: string): Promise<ToolCallOutcome> {
+  async function interrupted(
+    ctx: TaskContext,
+    input: ToolCallInput,
+    why: string,
+    reaped: string,
+  ): Promise<ToolCallOutcome> {
     const kept = new HeadTail(INTERRUPTED_KEEP);
     for await (const c of ctx.readStream(OUTPUT))
       kept.add(typeof c.data === "string" ? c.data : JSON.stringify(c.data));
     const so = kept.chars > 0 ? `; its output so far:\n${kept.text()}` : "; it wrote no output";
+    const procs = reaped ? `; ${reaped}` : "";
     return {
       callId: input.callId,
       tool: input.tool,
       interrupted: true,
-      result: { content: `${input.tool} was interrupted: ${why}${so}`, isError: true },
+      result: { content: `${input.tool} was interrupted: ${why}${procs}${so}`, isError: true },
     };
   }
 
@@ -115,11 +122,16 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
         };
       // spec §19.10: the intent, committed before the code runs, says which attempt started it.
       const intent = await ctx.step("intent", () => ({ attempt: ctx.attempt }));
+      const env = envOf(input.cwd);
+      const procs = await ctx.stream(PROCESSES_STREAM);
+      // spec §19.30: an earlier attempt died mid-call; the groups it left on this host end first.
+      const reaped = intent.attempt !== ctx.attempt ? await reapLeftovers(ctx, env, procs) : "";
       if (intent.attempt !== ctx.attempt && tool.replay === "unsafe")
         return interrupted(
           ctx,
           input,
           `the worker running it stopped (attempt ${intent.attempt}) and it is not safe to run again`,
+          reaped,
         );
       const out = await ctx.stream(OUTPUT);
       // A long command keeps its lease (spec §3.8): maxMs can stay short, so a dead worker's call is
@@ -132,7 +144,7 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
         tool,
         {
           callId: input.callId,
-          env: envOf(input.cwd),
+          env: recordingEnv(env, procs, ctx.attempt),
           signal: ctx.signal,
           output: (text) => out.write(text),
           task: ctx,
@@ -141,10 +153,18 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
         input.args,
       ).finally(() => clearInterval(beat));
       await out.close();
+      if (procs.offset > 0) await procs.close();
       return { callId: input.callId, tool: input.tool, result };
     },
-    // spec §19.12: aborted mid-call, after its own children drained: the output it had is its answer.
-    onAbort: (ctx, input) => interrupted(ctx, input, "the call was aborted"),
+    // spec §19.12: aborted mid-call, after its own children drained: the output it had is its answer;
+    // spec §19.30: a group whose worker died before the abort reached it ends here.
+    onAbort: async (ctx, input) =>
+      interrupted(
+        ctx,
+        input,
+        "the call was aborted",
+        await reapLeftovers(ctx, envOf(input.cwd), await ctx.stream(PROCESSES_STREAM)),
+      ),
   });
 
   async function runRound(
