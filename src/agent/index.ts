@@ -60,7 +60,9 @@ export type {
   ExecutionEnv,
   FileInfo,
   FileKind,
+  ProcessGroupRecord,
   ReadOptions,
+  ReapOutcome,
   WriteOptions,
 } from "./env/types.js";
 export { EnvError } from "./env/types.js";
