@@ -1,7 +1,15 @@
 export type { RetryPolicy } from "./core/backoff.js";
 export type { Clock, Random } from "./core/clock.js";
 export type { Outcome, Status } from "./core/model.js";
-export type { ChildOutcome, EventOutcome, SpawnOptions, TaskContext } from "./engine/context.js";
+export type {
+  ChildOutcome,
+  EventOutcome,
+  FencedWrite,
+  Refusal,
+  SpawnOptions,
+  StepOptions,
+  TaskContext,
+} from "./engine/context.js";
 export type { Migrated, StandardSchemaV1, TaskDefinition, TaskSpec } from "./engine/definition.js";
 export { defineTask } from "./engine/definition.js";
 export type { Explanation, Reason } from "./engine/explain.js";

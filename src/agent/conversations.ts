@@ -28,8 +28,8 @@ import {
   checkKind,
   checkTitle,
 } from "../store/conversations/validate.js";
-import type { Fence, NewTask, Store, TaskId } from "../store/store.js";
-import { fenceOf, inputText, type RunDefinition, runsAmong } from "./run.js";
+import type { NewTask, Store, TaskId } from "../store/store.js";
+import { inputText, type RunDefinition, runsAmong } from "./run.js";
 import { Submission } from "./submission.js";
 
 export interface ConversationsOptions {
@@ -192,11 +192,16 @@ export class Conversations {
   commitFromTask(ctx: TaskContext, id: string, name: string, c: CommitInput): Promise<CommitResult> {
     if (typeof name !== "string" || name.length === 0 || name.length > 150)
       throw new ValidationError("a task commit's name must be a string of 1–150 characters");
-    return this.commitAs(id, c, `task:${ctx.taskId}:${name}`, fenceOf(ctx));
+    return this.commitAs(id, c, `task:${ctx.taskId}:${name}`, ctx);
   }
 
-  /** @internal A commit, fenced when a run makes it. */
-  async commitAs(id: string, c: CommitInput, key: string | null, fence: Fence | null): Promise<CommitResult> {
+  /** @internal A commit; a running task's is fenced by its claim through ctx.fenced (spec §4.8). */
+  async commitAs(
+    id: string,
+    c: CommitInput,
+    key: string | null,
+    ctx: TaskContext | null,
+  ): Promise<CommitResult> {
     if (c === null || typeof c !== "object") throw new ValidationError("a commit must be an object");
     const entries = (c.entries ?? []).map((e) => this.entryOf(e));
     const state = Object.entries(c.state ?? {}).map(([k, v]) => ({
@@ -204,15 +209,10 @@ export class Conversations {
       value: v === null ? null : toStorableJson(v, `state "${k.slice(0, 40)}"`, this.maxPayloadBytes),
     }));
     const tasks = c.tasks && c.tasks.length > 0 ? await this.#prepare(c.tasks) : [];
-    const r = await this.store.conversations.commitConversation({
-      conversationId: id,
-      entries,
-      state,
-      tasks,
-      key,
-      fence,
-      maxDepth: this.maxDepth,
-    });
+    const req = { conversationId: id, entries, state, tasks, key, maxDepth: this.maxDepth };
+    const r = ctx
+      ? await ctx.fenced((fence) => this.store.conversations.commitConversation({ ...req, fence }))
+      : await this.store.conversations.commitConversation({ ...req, fence: null });
     if (r.applied && r.taskIds.length > 0) this.ratchet.wake();
     return r;
   }

@@ -12,7 +12,7 @@
  * Invariant: one run per conversation executes at a time, across every process (spec §17.5).
  */
 import { toStorableJson } from "../core/json.js";
-import { Invocation, type TaskContext } from "../engine/context.js";
+import type { TaskContext } from "../engine/context.js";
 import { defineTask, type TaskDefinition, type TaskSpec } from "../engine/definition.js";
 import { ConfigError, ValidationError } from "../errors.js";
 import type {
@@ -21,7 +21,6 @@ import type {
   FinishResult,
   SubmissionRecord,
 } from "../store/conversations/types.js";
-import type { Fence } from "../store/store.js";
 import type { CommitInput, Conversations, EntryInput } from "./conversations.js";
 
 /** The seat group every run holds, keyed by conversation (spec §17.5). */
@@ -99,14 +98,6 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
   return def;
 }
 
-/** The fence of a running task's claim (spec §3.7); only plain task invocations carry one. */
-export function fenceOf(ctx: TaskContext): Fence {
-  // Seam: the engine does not expose the fence on TaskContext yet; its invocation object holds it.
-  if (!(ctx instanceof Invocation))
-    throw new ConfigError("a run must be driven by a Ratchet task invocation");
-  return ctx.fence;
-}
-
 /** What a run's code uses to read and write its conversation (spec §17.6). */
 export class RunContext {
   readonly conversationId: string;
@@ -154,7 +145,7 @@ export class RunContext {
 
   /** Commits entries, state and tasks atomically, once per `name` (spec §17.4). */
   async commit(name: string, c: CommitInput): Promise<CommitResult> {
-    return this.#c.commitAs(this.conversationId, c, this.#key(`commit:${name}`), fenceOf(this.#ctx));
+    return this.#c.commitAs(this.conversationId, c, this.#key(`commit:${name}`), this.#ctx);
   }
 
   /**
@@ -162,12 +153,16 @@ export class RunContext {
    * user entries after everything the run committed. Returns them (none is common).
    */
   async boundary(name: string): Promise<SubmissionRecord[]> {
-    return this.#c.store.conversations.turnBoundary({
-      fence: fenceOf(this.#ctx),
-      conversationId: this.conversationId,
-      key: this.#key(`boundary:${name}`),
-      delivery: this.#c.delivery,
-    });
+    const key = this.#key(`boundary:${name}`);
+    // spec §4.8: fenced by the run's claim; a refusal ends the invocation.
+    return this.#ctx.fenced((fence) =>
+      this.#c.store.conversations.turnBoundary({
+        fence,
+        conversationId: this.conversationId,
+        key,
+        delivery: this.#c.delivery,
+      }),
+    );
   }
 
   /**
@@ -176,15 +171,19 @@ export class RunContext {
    * follow-ups and steers to the next run, created in the same commit.
    */
   async answer(entry: EntryInput | null): Promise<FinishResult> {
-    const r = await this.#c.store.conversations.finishRun({
-      fence: fenceOf(this.#ctx),
-      conversationId: this.conversationId,
-      key: this.#key("final"),
-      delivery: this.#c.delivery,
-      answer: entry === null ? null : this.#c.entryOf(entry),
-      run: await this.#c.runTask(this.conversationId),
-      maxDepth: this.#c.maxDepth,
-    });
+    const answer = entry === null ? null : this.#c.entryOf(entry);
+    const run = await this.#c.runTask(this.conversationId);
+    const r = await this.#ctx.fenced((fence) =>
+      this.#c.store.conversations.finishRun({
+        fence,
+        conversationId: this.conversationId,
+        key: this.#key("final"),
+        delivery: this.#c.delivery,
+        answer,
+        run,
+        maxDepth: this.#c.maxDepth,
+      }),
+    );
     this.#finished = true;
     if (r.successor !== null) this.#c.ratchet.wake();
     return r;

@@ -50,8 +50,11 @@ export interface TaskContext {
   readonly signal: AbortSignal;
   /** Epoch ms by which this invocation must end (moved by heartbeat). */
   readonly deadline: number;
-  /** Runs fn once per (task, name) and commits its JSON result; later runs return the committed result. */
-  step<T>(name: string, fn: () => Promise<T> | T): Promise<T>;
+  /**
+   * Runs fn once per (task, name) and commits its JSON result; later runs return the committed result.
+   * `opts.commit` commits the step's row together with a layer's own rows (spec §4.2).
+   */
+  step<T>(name: string, fn: () => Promise<T> | T, opts?: StepOptions): Promise<T>;
   /** Durably suspends the task for `ms`; no worker slot is held meanwhile. */
   sleep(name: string, ms: number): Promise<void>;
   /** Extends the lease and the deadline by maxMs from now. */
@@ -103,7 +106,35 @@ export interface TaskContext {
    * following (spec §16.1): what an earlier run of this task wrote, e.g. to report it after a crash.
    */
   readStream(name: string, opts?: { from?: number }): AsyncIterable<StreamChunk>;
+
+  /**
+   * A write of a layer built on the engine (conversations, usage), fenced by this invocation's
+   * claim (spec §4.8): `write` gets the claim's fence and the store and calls a store operation
+   * that checks the fence in the transaction that writes its rows. What this invocation streamed
+   * commits first (spec §16.2); a refusal ("lease_lost" / "abort_marked" answered, or
+   * LeaseLostError / AbortedError thrown) ends the invocation and rejects with the typed error.
+   * Invariant: a write of a holder that lost its claim (or whose task is marked) changes nothing.
+   */
+  fenced<R>(write: FencedWrite<R>): Promise<Exclude<R, Refusal>>;
 }
+
+/** A store's answer that refuses a holder's write (spec §3.7, §4.5). */
+export type Refusal = "lease_lost" | "abort_marked";
+
+/** A store operation run under an invocation's claim (ctx.fenced, spec §4.8). */
+export type FencedWrite<R> = (fence: Fence, store: Store) => Promise<R>;
+
+export interface StepOptions {
+  /**
+   * Commits the step itself instead of the engine's step commit (spec §4.2): `w` is the claim's
+   * fence, the step's stored name and its JSON text; the store operation writes that row (once per
+   * task and name) and the layer's own rows in one fenced transaction, and answers as a step commit
+   * does. Called only when fn ran in this invocation, never on a replay.
+   */
+  commit?: (w: StepWrite, store: Store) => Promise<SettleResult>;
+}
+
+const STEP_KEYS: ReadonlySet<string> = new Set(["commit"]);
 
 export interface SpawnOptions {
   /** A background child is outside its owner's abort cascade and completing hold (spec §12.2). */
@@ -325,13 +356,8 @@ export class Invocation implements TaskContext {
   }
 
   /** A fenced store call (retried on store errors); a refusal ends this invocation. */
-  async #holder<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await retryStore(fn);
-    } catch (e) {
-      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
-      throw e;
-    }
+  #holder<T>(fn: () => Promise<T>): Promise<T> {
+    return this.#layer(() => retryStore(fn));
   }
 
   /**
@@ -354,6 +380,33 @@ export class Invocation implements TaskContext {
   /** spec §12.8: a phase boundary found a new definition; release the task for it. */
   handOver(): Promise<never> {
     return this.#stop({ kind: "handover" });
+  }
+
+  /** A store's answer to a holder write: a refusal ends this invocation and throws (spec §3.7, §4.5). */
+  #answered(res: unknown): void {
+    if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
+    if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
+  }
+
+  /** A layer's fenced store call (not retried: the layer's operation decides); a refusal ends this invocation. */
+  async #layer<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e instanceof AbortedError || e instanceof LeaseLostError) this.#refused(e);
+      throw e;
+    }
+  }
+
+  /** spec §4.8: a layer's write under this claim; streamed chunks commit first (spec §16.2). */
+  async fenced<R>(write: FencedWrite<R>): Promise<Exclude<R, Refusal>> {
+    this.#live();
+    if (typeof write !== "function")
+      throw new ValidationError("ctx.fenced needs a function (fence, store) => …");
+    if (this.#streams?.dirty) await this.#boundary();
+    const r = await this.#layer(() => write(this.fence, this.#deps.store));
+    this.#answered(r);
+    return r as Exclude<R, Refusal>;
   }
 
   /** Translates a store refusal into the end of this invocation. */
@@ -390,10 +443,11 @@ export class Invocation implements TaskContext {
   }
 
   /** spec §4.2–§4.3. */
-  async step<T>(name: string, fn: () => Promise<T> | T): Promise<T> {
+  async step<T>(name: string, fn: () => Promise<T> | T, opts?: StepOptions): Promise<T> {
     this.#live();
     const n = this.#claimName(name);
     if (typeof fn !== "function") throw new ValidationError(`step "${n}": fn must be a function`);
+    const commit = opts === undefined ? undefined : stepCommit(n, opts);
     // Awaits only what is not there yet: the loaded steps after the first call, a plain value from
     // fn. Each `await` of a ready value is a microtask turn and a promise; a 10-step task paid ~20.
     const steps = this.#steps ?? (await this.#stepsLoaded());
@@ -405,10 +459,13 @@ export class Invocation implements TaskContext {
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
     // spec §16.2: what the step streamed is committed before the step is.
     if (this.#streams?.dirty) await this.#boundary();
-    // Group-committed with the steps of other invocations in this turn (one transaction).
-    const res = await this.#deps.steps.submit({ fence: this.fence, name: n, result: text });
-    if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
-    if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
+    const w: StepWrite = { fence: this.fence, name: n, result: text };
+    // Group-committed with the steps of other invocations in this turn (one transaction), unless
+    // the layer commits it with its own rows (spec §4.2).
+    const res = commit
+      ? await this.#layer(() => commit(w, this.#deps.store))
+      : await this.#deps.steps.submit(w);
+    this.#answered(res);
     const stored = JSON.parse(text) as T;
     steps.set(n, stored);
     return stored;
@@ -582,9 +639,9 @@ export class Invocation implements TaskContext {
     const out: EventOutcome<T> =
       r.state === "signalled" ? { kind: "signal", payload: r.payload as T } : { kind: "timeout" };
     // Memoized like a step: a rerun sees the same outcome even if the deadline moves past.
-    const res = await this.#deps.steps.submit({ fence: this.fence, name: key, result: JSON.stringify(out) });
-    if (res === "abort_marked") this.#refused(new AbortedError(this.taskId));
-    if (res === "lease_lost") this.#refused(new LeaseLostError(this.taskId, this.fence.token));
+    this.#answered(
+      await this.#deps.steps.submit({ fence: this.fence, name: key, result: JSON.stringify(out) }),
+    );
     steps.set(key, out);
     return out;
   }
@@ -652,6 +709,16 @@ export class Invocation implements TaskContext {
     await this.#streams!.commitAll();
     this.#live();
   }
+}
+
+/** The checked `commit` of ctx.step's options (spec §4.2, §2.1: no option is silently ignored). */
+function stepCommit(n: string, opts: StepOptions): StepOptions["commit"] {
+  if (opts === null || typeof opts !== "object")
+    throw new ValidationError(`step "${n}": options must be an object`);
+  checkKeys(opts, STEP_KEYS, `step "${n}" options`);
+  if (opts.commit !== undefined && typeof opts.commit !== "function")
+    throw new ValidationError(`step "${n}": commit must be a function`);
+  return opts.commit;
 }
 
 /** A value `await` would treat as a promise (a `then` function). */

@@ -5,7 +5,8 @@
  * delta into the task's durable stream `<name>` as it arrives (committed at most every stream
  * interval, spec §16.2), and its answer — text, tool calls, finish reason, usage, cost and route —
  * is committed as the step's result together with its usage row, in one fenced transaction
- * (UsageOps.commitStepWithUsage). A rerun returns the committed answer without a request.
+ * (ctx.step's `commit`, spec §4.2, with UsageOps.commitStepsWithUsage). A rerun returns the
+ * committed answer without a request. Only the engine's public TaskContext is used.
  *
  * A rerun of a turn that had not committed (its worker died mid-stream, or after the answer but
  * before the commit) RE-REQUESTS: a provider's stream cannot be resumed. It writes an `attempt`
@@ -20,23 +21,12 @@
  * Invariant: a committed answer's usage is counted exactly once — it is written in the step's
  * commit, keyed by task and step — and committed text is never lost (spec §18.7, §18.8).
  */
-import { toStorableJson } from "../core/json.js";
 import { Batcher } from "../engine/batcher.js";
 import type { TaskContext } from "../engine/context.js";
-import { Invocation } from "../engine/context.js";
 import { checkName } from "../engine/definition.js";
 import { retryStore } from "../engine/store-retry.js";
 import type { StreamWriter } from "../engine/stream.js";
-import {
-  AbortedError,
-  ConfigError,
-  DuplicateStepError,
-  LeaseLostError,
-  ModelError,
-  NonRetryableError,
-  NoRouteError,
-  RateLimitedError,
-} from "../errors.js";
+import { ModelError, NonRetryableError, NoRouteError, RateLimitedError } from "../errors.js";
 import type { SettleResult, Store } from "../store/store.js";
 import type { StepUsageWrite, UsageRow } from "../store/usage/ops.js";
 import { defaultCatalog, type ModelCatalog } from "./catalog.js";
@@ -106,9 +96,6 @@ export type TurnChunk =
     }
   | { t: "error"; code: string; message: string };
 
-/** Stream pages a rerun reads at most looking for an uncommitted finish. */
-const MAX_SCAN_PAGES = 256;
-
 /**
  * Turn commits of one store, group-committed like step results (src/engine/batcher.ts): the turns
  * of concurrent tasks that answered in one event-loop turn share one transaction (one WAL flush on
@@ -126,71 +113,38 @@ function commits(store: Store): Batcher<StepUsageWrite, SettleResult> {
   return b;
 }
 
-function holder(ctx: TaskContext): Invocation {
-  // Seam: TaskContext does not expose the fence or the store; the engine's invocation holds both.
-  if (!(ctx instanceof Invocation))
-    throw new ConfigError("generate must be called with a Ratchet task's ctx");
-  return ctx;
-}
-
-/** Turn results this invocation knows are committed (loaded once, then kept up to date). */
-const KNOWN = new WeakMap<Invocation, Map<string, unknown>>();
-/** Turn step keys this invocation used: a name twice in one run is a bug, as for ctx.step (spec §4.2). */
-const USED = new WeakMap<Invocation, Set<string>>();
-
-async function committedTurns(inv: Invocation): Promise<Map<string, unknown>> {
-  let m = KNOWN.get(inv);
-  // A fresh task has no committed steps (ClaimedTask.fresh): no read.
-  if (!m) {
-    m = inv.task.fresh ? new Map() : await retryStore(() => inv.deps.store.loadSteps(inv.taskId));
-    KNOWN.set(inv, m);
-  }
-  return m;
-}
-
 /**
- * spec §18.7: one durable model turn. Memoized like ctx.step (the step `model:<name>`), but
- * committed by its own fenced write with its usage rows rather than through ctx.step, whose own
- * step commit after it would be a second transaction per turn changing nothing (PostgreSQL: one
- * WAL flush more per turn, measured in bench/models.ts).
+ * spec §18.7: one durable model turn, the step `model:<name>` (spec §4.2) whose commit writes its
+ * usage rows in the same fenced transaction (ctx.step's `commit`, UsageOps.commitStepsWithUsage),
+ * so no second transaction per turn records them (PostgreSQL: one WAL flush more per turn,
+ * measured in bench/models.ts). A replay returns the committed answer without a request.
  */
 export async function generate(ctx: TaskContext, opts: GenerateOptions): Promise<TurnResult> {
-  const inv = holder(ctx);
-  const stepName = `model:${checkName(opts?.name, "turn name")}`;
-  const key = inv.stepPrefix + stepName;
-  let used = USED.get(inv);
-  if (!used) {
-    used = new Set();
-    USED.set(inv, used);
-  }
-  if (used.has(key)) throw new DuplicateStepError(stepName);
-  used.add(key);
-  const known = await committedTurns(inv);
-  if (known.has(key)) return known.get(key) as TurnResult;
-  const store = inv.deps.store;
-  const writer = await ctx.stream(opts.stream ?? opts.name);
-  const lost =
-    writer.offset > 0 ? await uncommittedFinishes(store, inv.taskId, writer.name, writer.offset) : [];
-  writer.write({ t: "attempt", attempt: ctx.attempt } satisfies TurnChunk);
-  const result = await request(ctx, opts, writer);
-  const rows: UsageRow[] = [usageRow(inv, opts, `${inv.taskId}:${key}`, "committed", result)];
-  for (const l of lost) rows.push(usageRow(inv, opts, `${inv.taskId}:${key}:lost:${l.at}`, "failed", l.turn));
-  const text = toStorableJson(result, `result of turn "${opts.name}"`, inv.deps.maxStepBytes);
-  // spec §16.2: what the invocation streamed commits before the step does.
-  await inv.pendingStreams?.commitAll();
-  const r = await commits(store).submit({ fence: inv.fence, name: key, result: text, rows });
-  if (r === "abort_marked") {
-    inv.end({ kind: "aborted" });
-    throw new AbortedError(inv.taskId);
-  }
-  if (r === "lease_lost") {
-    inv.end({ kind: "lease_lost" });
-    throw new LeaseLostError(inv.taskId, inv.fence.token);
-  }
-  const stored = JSON.parse(text) as TurnResult;
-  known.set(key, stored);
-  if (opts.usageUnit !== undefined)
-    await ctx.reportUsage({ [opts.usageUnit]: result.usage.input + result.usage.output });
+  const name = checkName(opts?.name, "turn name");
+  let answer: TurnResult | undefined;
+  let lost: { at: number; turn: Billed }[] = [];
+  const stored = await ctx.step(
+    `model:${name}`,
+    async () => {
+      const writer = await ctx.stream(opts.stream ?? name);
+      if (writer.offset > 0) lost = await uncommittedFinishes(ctx, writer.name, writer.offset);
+      writer.write({ t: "attempt", attempt: ctx.attempt } satisfies TurnChunk);
+      answer = await request(ctx, opts, writer);
+      return answer;
+    },
+    {
+      // The step's row and its usage rows, keyed by task and stored step name (spec §18.8).
+      commit: (w, store) => {
+        const key = `${w.fence.taskId}:${w.name}`;
+        const rows = [usageRow(ctx, opts, key, "committed", answer!)];
+        for (const l of lost) rows.push(usageRow(ctx, opts, `${key}:lost:${l.at}`, "failed", l.turn));
+        return commits(store).submit({ ...w, rows });
+      },
+    },
+  );
+  // Only the invocation that requested corrects the buckets it was charged (spec §14.10).
+  if (answer !== undefined && opts.usageUnit !== undefined)
+    await ctx.reportUsage({ [opts.usageUnit]: answer.usage.input + answer.usage.output });
   return stored;
 }
 
@@ -274,7 +228,7 @@ async function failed(e: unknown, w: StreamWriter): Promise<unknown> {
 }
 
 function usageRow(
-  inv: Invocation,
+  ctx: TaskContext,
   opts: GenerateOptions,
   key: string,
   status: UsageRow["status"],
@@ -284,7 +238,7 @@ function usageRow(
     key,
     status,
     conversationId: opts.conversationId ?? null,
-    taskId: inv.taskId,
+    taskId: ctx.taskId,
     provider: r.provider,
     model: r.model,
     route: r.route,
@@ -303,25 +257,20 @@ const MAX_LOST = 50;
  * step is not committed (spec §18.8). Keyed by offset, so a later rerun's repeat writes nothing.
  */
 async function uncommittedFinishes(
-  store: Store,
-  taskId: number,
+  ctx: TaskContext,
   name: string,
   length: number,
 ): Promise<{ at: number; turn: Billed }[]> {
   const found: { at: number; turn: Billed }[] = [];
-  let from = 0;
-  for (let page = 0; page < MAX_SCAN_PAGES && from < length && found.length < MAX_LOST; page++) {
-    const r = await store.readStream(taskId, name, from);
-    if (r.chunks.length === 0) break;
-    for (const c of r.chunks) {
-      const ch = c.data as TurnChunk;
-      if (ch?.t === "finish" && found.length < MAX_LOST)
-        found.push({
-          at: c.offset,
-          turn: { usage: ch.usage, cost: ch.cost, provider: ch.provider, model: ch.model, route: ch.route },
-        });
-    }
-    from = r.chunks[r.chunks.length - 1]!.offset + 1;
+  // Bounded by the stream's own bound (16 MiB, spec §16.4) and by MAX_LOST.
+  for await (const c of ctx.readStream(name)) {
+    if (c.offset >= length || found.length >= MAX_LOST) break;
+    const ch = c.data as TurnChunk;
+    if (ch?.t === "finish")
+      found.push({
+        at: c.offset,
+        turn: { usage: ch.usage, cost: ch.cost, provider: ch.provider, model: ch.model, route: ch.route },
+      });
   }
   return found;
 }
