@@ -13,12 +13,10 @@
  * Invariant: a tool-call entry is always followed, in the model's context, by a result for each of
  * its calls — a synthesized error result where none was committed (spec §19.16).
  */
-import type { LanguageModelV4Message } from "@ai-sdk/provider";
 import type { TaskContext } from "../engine/context.js";
 import { ConfigError } from "../errors.js";
 import { generate, type TurnResult } from "../models/generate.js";
 import type { LanguageModel, ModelPrompt } from "../models/stream.js";
-import type { EntryRecord } from "../store/conversations/types.js";
 import {
   type CompactionPolicy,
   compact,
@@ -28,10 +26,17 @@ import {
   isContextOverflow,
   promptTokens,
 } from "./compaction.js";
-import { agentConfigOf } from "./config.js";
-import { type AgentHooks, type HooksSpec, hooksOf } from "./hooks.js";
+import type { ThinkingLevel } from "./config.js";
+import type { Extensions } from "./extensions.js";
+import { type HooksSpec, hooksOf } from "./hooks.js";
+import { promptOf } from "./prompt.js";
+import { runHookedRound } from "./round.js";
 import { defineRun, type RunContext, type RunDefinition, type RunSpec } from "./run.js";
-import type { ToolCall, ToolCallOutcome, ToolCalls } from "./tools/calls.js";
+import { planSections, renderSections, shownSections } from "./sections.js";
+import type { ToolCalls } from "./tools/calls.js";
+import { callsOf, offeredOf, setupTurn, type TurnSetup } from "./turn.js";
+
+export { promptOf } from "./prompt.js";
 
 export const DEFAULT_MAX_TURNS = 20;
 export const MAX_MAX_TURNS = 500;
@@ -58,6 +63,10 @@ export interface AgentSpec {
   compaction?: CompactionPolicy;
   /** Code run at the loop's phases (spec §19.21); a function is read once per turn. */
   hooks?: HooksSpec;
+  /** Installed extensions: their tools, sections, hooks and tasks (spec §19.23–§19.24). */
+  extensions?: Extensions;
+  /** The default thinking level (a conversation's configuration may choose another). */
+  thinking?: ThinkingLevel;
   /** Models a conversation may choose by name in its configuration (spec §19.22). */
   models?: Record<string, LanguageModel>;
   /** The run task's fairness and rate limits (spec §14.10, §14.12), keyed from `{ conversationId }`. */
@@ -101,31 +110,24 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
     throw new ConfigError(`agent "${spec.name}": maxTurns must be an integer in [1, ${MAX_MAX_TURNS}]`);
   if (spec.model === undefined || spec.model === null)
     throw new ConfigError(`agent "${spec.name}" needs a model`);
+  const calls = callsOf(spec);
   const modelOf = () =>
     typeof spec.model === "function" ? (spec.model as () => LanguageModel)() : spec.model;
-  const cwdOf = (id: string) => (typeof spec.cwd === "function" ? spec.cwd(id) : (spec.cwd ?? process.cwd()));
-  const toolSpecs = spec.tools
-    ? [...spec.tools.tools.values()].map((t) => ({
-        type: "function" as const,
-        name: t.name,
-        description: t.description,
-        inputSchema: t.parameters as never,
-      }))
-    : undefined;
 
-  return defineRun<null>({
+  const def = defineRun<null>({
     name: spec.name,
     version: spec.version,
     maxMs,
     fairness: spec.fairness,
     rateLimit: spec.rateLimit,
     async run(rc: RunContext, ctx: TaskContext) {
-      const keepRecentTokens = spec.compaction?.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS;
-      let hooks: AgentHooks = hooksOf(spec.hooks);
-      const compactAs = async (name: string, reason: string) =>
+      // Settings are read at each use (spec §19.24): a getter on the spec makes them live.
+      const keepRecentTokens = () => spec.compaction?.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS;
+      let hooks = hooksOf(spec.hooks);
+      const compactAs = async (name: string, reason: string, model: LanguageModel = modelOf()) =>
         (await hooks.beforeCompact?.({ conversationId: rc.conversationId, reason })) === false
           ? { applied: false as const, reason: "skipped" as const }
-          : compact(rc, ctx, { name, model: modelOf(), keepRecentTokens, reason });
+          : compact(rc, ctx, { name, model, keepRecentTokens: keepRecentTokens(), reason });
       // spec §19.20: an input { type: "compact" } (ratchet compact) compacts now and answers that it did.
       const [first] = await rc.inputs();
       if ((first?.input as { type?: unknown } | undefined)?.type === "compact") {
@@ -133,30 +135,32 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
         await rc.answer({ kind: "custom", name: "compacted", data: c });
         return null;
       }
-      const window = spec.compaction?.contextWindow;
-      const limit =
-        window === undefined
-          ? Number.POSITIVE_INFINITY
-          : window - (spec.compaction?.reserveTokens ?? DEFAULT_RESERVE_TOKENS);
       for (let turn = 0; turn < maxTurns; turn++) {
-        hooks = hooksOf(spec.hooks);
-        // spec §19.22: the conversation's own configuration, read at each turn.
-        const cfg = agentConfigOf(await rc.state());
-        const model = cfg.model === undefined ? modelOf() : spec.models?.[cfg.model];
-        if (!model) throw new ConfigError(`agent "${spec.name}" has no model named "${cfg.model}"`);
-        const instructions = cfg.instructions ?? spec.instructions;
-        const enabled = cfg.tools === undefined ? null : new Set(cfg.tools);
-        const offered = enabled ? toolSpecs?.filter((t) => enabled.has(t.name)) : toolSpecs;
-        let prompt = promptOf(instructions, await contextFor(rc));
+        // spec §19.22, §19.24: configuration, extensions and hooks, resolved once for this turn.
+        const setup = await setupTurn(spec, rc, calls);
+        hooks = setup.hooks;
+        const { model } = setup;
+        const window = spec.compaction?.contextWindow;
+        const limit =
+          window === undefined
+            ? Number.POSITIVE_INFINITY
+            : window - (spec.compaction?.reserveTokens ?? DEFAULT_RESERVE_TOKENS);
+        const offered = offeredOf(setup);
+        const prepare = (tag: string) => preparePrompt(rc, setup, `system-${turn}${tag}`);
+        let prompt = await prepare("");
         // spec §19.18: near the window, compact before asking.
-        if (promptTokens(prompt) > limit && (await compactAs(`compact-${turn}`, "threshold")).applied)
-          prompt = promptOf(instructions, await contextFor(rc));
+        if (promptTokens(prompt) > limit && (await compactAs(`compact-${turn}`, "threshold", model)).applied)
+          prompt = await prepare("-compacted");
         // A long answer keeps the run's lease (spec §3.8): maxMs stays short, so a dead worker's
         // run is taken over soon after, while a live one streams as long as the model talks.
         const beat = setInterval(
           () => void ctx.heartbeat().catch(() => {}),
           Math.max(250, Math.floor(maxMs / 3)),
         );
+        const call = {
+          ...(offered ? { tools: offered } : {}),
+          ...(setup.reasoning ? { reasoning: setup.reasoning } : {}),
+        };
         const ask = (name: string, p: ModelPrompt) =>
           generate(ctx, {
             name,
@@ -167,15 +171,18 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             sessionId: rc.conversationId,
             ...(spec.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: spec.idleTimeoutMs }),
             ...(spec.timeoutMs === undefined ? {} : { timeoutMs: spec.timeoutMs }),
-            ...(offered ? { call: { tools: offered } } : {}),
+            ...(Object.keys(call).length > 0 ? { call } : {}),
           });
         prompt = (await hooks.beforeRequest?.({ turn, conversationId: rc.conversationId, prompt })) ?? prompt;
         const r = await ask(`turn-${turn}`, prompt)
           .catch(async (err: unknown) => {
             // spec §19.18: the provider says the context overflowed: compact, then retry the turn once.
-            if (!isContextOverflow(err) || !(await compactAs(`compact-${turn}-overflow`, "overflow")).applied)
+            if (
+              !isContextOverflow(err) ||
+              !(await compactAs(`compact-${turn}-overflow`, "overflow", model)).applied
+            )
               throw err;
-            return ask(`turn-${turn}-retry`, promptOf(instructions, await contextFor(rc)));
+            return ask(`turn-${turn}-retry`, await prepare("-retry"));
           })
           .finally(() => clearInterval(beat));
         // A step: once per turn, not again when the run replays the turn (spec §19.21).
@@ -185,38 +192,29 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             await after({ turn, conversationId: rc.conversationId, result: r });
             return null;
           });
-        const calls = r.toolCalls.map((c) => ({ id: c.id, name: c.name, input: parseInput(c.input) }));
+        const asked = r.toolCalls.map((c) => ({ id: c.id, name: c.name, input: parseInput(c.input) }));
         const data: AssistantData = { text: r.text, usage: r.usage, cost: r.cost, route: r.route };
         if (r.fallbacks.length > 0) data.fallbacks = r.fallbacks;
-        if (calls.length === 0) {
+        if (asked.length === 0) {
           await rc.answer({ kind: "assistant", data });
           return null;
         }
-        if (!spec.tools) {
+        if (!calls) {
           // spec §19.15: asking for tools that are not there ends the run with a clear error.
           await rc.answer({
             kind: "assistant",
             data: {
               ...data,
-              toolCalls: calls,
-              error: `the model asked for ${calls.map((c) => c.name).join(", ")}, but this agent has no tools`,
+              toolCalls: asked,
+              error: `the model asked for ${asked.map((c) => c.name).join(", ")}, but this agent has no tools`,
             },
           });
           return null;
         }
         await rc.commit(`assistant-${turn}`, {
-          entries: [{ kind: "assistant", data: { ...data, toolCalls: calls } }],
+          entries: [{ kind: "assistant", data: { ...data, toolCalls: asked } }],
         });
-        const outcomes = await runHookedRound(
-          spec.tools,
-          hooks,
-          ctx,
-          turn,
-          rc.conversationId,
-          cfg.cwd ?? cwdOf(rc.conversationId),
-          calls,
-          enabled,
-        );
+        const outcomes = await runHookedRound(setup, calls, ctx, turn, rc.conversationId, asked);
         await rc.commit(`results-${turn}`, {
           entries: outcomes.map((o) => ({
             kind: "tool-result" as const,
@@ -244,139 +242,23 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
       return null;
     },
   });
-}
-
-function textOf(data: unknown): string {
-  if (typeof data === "string") return data;
-  const t = (data as { text?: unknown } | null)?.text;
-  return typeof t === "string" ? t : JSON.stringify(data);
+  // spec §19.24: the Conversations that serves this agent registers its extensions' tasks.
+  def.attach = (ratchet) => spec.extensions?.attach(ratchet);
+  return def;
 }
 
 /**
- * spec §19.16: the model's prompt from the conversation's context — the instructions, then each
- * entry as its message; consecutive tool results as one tool message; a result synthesized for every
- * call that has none; custom entries left out.
+ * spec §19.25: the request's prompt from the context, after appending the section entry that brings
+ * what the model was shown up to what this turn wants (none when nothing changed).
  */
-export function promptOf(instructions: string | undefined, entries: readonly EntryRecord[]): ModelPrompt {
-  const out: LanguageModelV4Message[] = [];
-  if (instructions) out.push({ role: "system", content: instructions });
-  let open = new Map<string, string>();
-  const closeOpen = () => {
-    if (open.size === 0) return;
-    out.push({
-      role: "tool",
-      content: [...open].map(([id, name]) => ({
-        type: "tool-result" as const,
-        toolCallId: id,
-        toolName: name,
-        output: { type: "text" as const, value: "error: no result was recorded for this call" },
-      })),
-    });
-    open = new Map();
-  };
-  for (const e of entries) {
-    if (e.kind === "tool-result") {
-      const d = e.data as ToolResultData;
-      if (!open.has(d.callId)) continue;
-      open.delete(d.callId);
-      const value = typeof d.content === "string" ? d.content : JSON.stringify(d.content);
-      const part = {
-        type: "tool-result" as const,
-        toolCallId: d.callId,
-        toolName: d.tool,
-        output: { type: "text" as const, value: d.isError ? `error: ${value}` : value },
-      };
-      const last = out[out.length - 1];
-      if (last?.role === "tool") last.content.push(part);
-      else out.push({ role: "tool", content: [part] });
-      continue;
-    }
-    closeOpen();
-    if (e.kind === "user") out.push({ role: "user", content: [{ type: "text", text: textOf(e.data) }] });
-    else if (e.kind === "system") out.push({ role: "system", content: textOf(e.data) });
-    else if (e.kind === "compaction" || e.kind === "reset") {
-      const t = textOf(e.data);
-      if (t)
-        out.push({
-          role: "user",
-          content: [{ type: "text", text: `[summary of the conversation so far]\n${t}` }],
-        });
-    } else if (e.kind === "assistant") {
-      const d = e.data as AssistantData;
-      if (d?.error && !d.text && !d.toolCalls) continue;
-      const content: Extract<LanguageModelV4Message, { role: "assistant" }>["content"] = [];
-      if (d?.text) content.push({ type: "text", text: d.text });
-      for (const c of d?.toolCalls ?? []) {
-        content.push({ type: "tool-call", toolCallId: c.id, toolName: c.name, input: c.input });
-        open.set(c.id, c.name);
-      }
-      if (content.length > 0) out.push({ role: "assistant", content });
-    }
+async function preparePrompt(rc: RunContext, setup: TurnSetup, name: string): Promise<ModelPrompt> {
+  let entries = await contextFor(rc);
+  const shown = shownSections(entries);
+  const input = { conversationId: rc.conversationId, cwd: setup.cwd, config: setup.config };
+  const plan = planSections(shown, await renderSections(setup.sections, input, shown));
+  if (plan) {
+    await rc.commit(name, { entries: [{ kind: "system", data: plan }] });
+    entries = await contextFor(rc);
   }
-  closeOpen();
-  return out;
-}
-
-/**
- * spec §19.21: a round with its hooks — vetoed calls answered without a task, rewritten ones run with
- * their new arguments, every result passed through afterTool — in call order.
- */
-async function runHookedRound(
-  tools: ToolCalls,
-  hooks: AgentHooks,
-  ctx: TaskContext,
-  turn: number,
-  conversationId: string,
-  cwd: string,
-  calls: { id: string; name: string; input: unknown }[],
-  enabled: ReadonlySet<string> | null,
-): Promise<ToolCallOutcome[]> {
-  const planned: (ToolCall | ToolCallOutcome)[] = [];
-  for (const c of calls) {
-    const call: ToolCall = { callId: c.id, tool: c.name, args: c.input };
-    if (enabled && !enabled.has(c.name)) {
-      // spec §19.22: a tool the conversation's configuration leaves out is not run.
-      planned.push({
-        callId: c.id,
-        tool: c.name,
-        result: { content: `tool "${c.name}" is not enabled in this conversation`, isError: true },
-      });
-      continue;
-    }
-    const before = hooks.beforeTool;
-    // Steps: a decision is made once and replayed as made (spec §19.21).
-    const d = before
-      ? await ctx.step(
-          `hook:beforeTool:${turn}:${c.id}`,
-          async () => (await before({ turn, conversationId, call })) ?? null,
-        )
-      : null;
-    if (d && "veto" in d)
-      planned.push({ callId: c.id, tool: c.name, result: { content: `not run: ${d.veto}`, isError: true } });
-    else planned.push(d && "args" in d ? { ...call, args: d.args } : call);
-  }
-  const toRun = planned.filter((p): p is ToolCall => !("result" in p));
-  const ran = toRun.length > 0 ? await tools.runRound(ctx, toRun, { cwd, conversationId }) : [];
-  const byId = new Map(ran.map((o) => [o.callId, o]));
-  const out: ToolCallOutcome[] = [];
-  for (const p of planned) {
-    const o = "result" in p ? p : byId.get(p.callId)!;
-    const call = "result" in p ? { callId: p.callId, tool: p.tool, args: null } : p;
-    const afterTool = hooks.afterTool;
-    const replaced = afterTool
-      ? await ctx.step(
-          `hook:afterTool:${turn}:${p.callId}`,
-          async () =>
-            (await afterTool({
-              turn,
-              conversationId,
-              call,
-              result: o.result,
-              interrupted: o.interrupted === true,
-            })) ?? null,
-        )
-      : null;
-    out.push(replaced ? { ...o, result: replaced } : o);
-  }
-  return out;
+  return promptOf(undefined, entries);
 }

@@ -101,6 +101,7 @@ export class Conversations {
     this.maxPayloadBytes = opts.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES;
     this.maxDepth = opts.maxDepth ?? 1_000_000;
     if (!ratchet.definitions().includes(opts.run.task)) ratchet.register(opts.run.task);
+    opts.run.attach?.(ratchet);
     opts.run.bound = this;
   }
 

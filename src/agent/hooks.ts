@@ -42,3 +42,65 @@ export function hooksOf(spec: HooksSpec | undefined): AgentHooks {
   if (spec === undefined) return {};
   return typeof spec === "function" ? spec() : spec;
 }
+
+/**
+ * spec §19.24: the hooks of the agent and of each selected extension, as one set, in that order:
+ * beforeRequest and afterTool pass the prompt or result along the chain; afterResponse is seen by
+ * all; beforeTool stops at the first veto and passes rewritten arguments on; beforeCompact skips
+ * when any says false. A phase without a hook of a kind gets none (no step is made for it).
+ */
+export function composeHooks(list: readonly AgentHooks[]): AgentHooks {
+  const all = list.filter((h) => h && typeof h === "object");
+  if (all.length <= 1) return all[0] ?? {};
+  const of = <K extends keyof AgentHooks>(k: K) =>
+    all.map((h) => h[k]).filter((f): f is NonNullable<AgentHooks[K]> => typeof f === "function");
+  const out: AgentHooks = {};
+  const br = of("beforeRequest");
+  if (br.length > 0)
+    out.beforeRequest = async (e) => {
+      let prompt = e.prompt;
+      for (const f of br) prompt = (await f({ ...e, prompt })) ?? prompt;
+      return prompt;
+    };
+  const ar = of("afterResponse");
+  if (ar.length > 0)
+    out.afterResponse = async (e) => {
+      for (const f of ar) await f(e);
+    };
+  const bt = of("beforeTool");
+  if (bt.length > 0)
+    out.beforeTool = async (e) => {
+      let call = e.call;
+      let rewritten = false;
+      for (const f of bt) {
+        const d = await f({ ...e, call });
+        if (d && "veto" in d) return d;
+        if (d && "args" in d) {
+          call = { ...call, args: d.args };
+          rewritten = true;
+        }
+      }
+      return rewritten ? { args: call.args } : undefined;
+    };
+  const at = of("afterTool");
+  if (at.length > 0)
+    out.afterTool = async (e) => {
+      let result = e.result;
+      let replaced = false;
+      for (const f of at) {
+        const r = await f({ ...e, result });
+        if (r) {
+          result = r;
+          replaced = true;
+        }
+      }
+      return replaced ? result : undefined;
+    };
+  const bc = of("beforeCompact");
+  if (bc.length > 0)
+    out.beforeCompact = async (e) => {
+      for (const f of bc) if ((await f(e)) === false) return false;
+      return undefined;
+    };
+  return out;
+}

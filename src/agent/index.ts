@@ -41,6 +41,8 @@ export {
   agentConfigOf,
   checkAgentConfig,
   setAgentConfig,
+  THINKING_LEVELS,
+  type ThinkingLevel,
 } from "./config.js";
 export type {
   CommitInput,
@@ -66,7 +68,18 @@ export type {
   WriteOptions,
 } from "./env/types.js";
 export { EnvError } from "./env/types.js";
-export type { AgentHooks, HooksSpec } from "./hooks.js";
+// Extensions and system-prompt sections (spec §19.23–§19.25).
+export {
+  createExtensions,
+  defineExtension,
+  type Extension,
+  type ExtensionSpec,
+  Extensions,
+  type PromptSection,
+  type SectionInput,
+  section,
+} from "./extensions.js";
+export { type AgentHooks, composeHooks, type HooksSpec } from "./hooks.js";
 export type { RunDefinition, RunInput, RunSpec } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
 export { defineSubagent, type Subagent, type SubagentOptions } from "./subagents.js";

@@ -14,6 +14,7 @@
 import { toStorableJson } from "../core/json.js";
 import type { TaskContext } from "../engine/context.js";
 import { defineTask, type TaskDefinition, type TaskSpec } from "../engine/definition.js";
+import type { Ratchet } from "../engine/ratchet.js";
 import { ConfigError, ValidationError } from "../errors.js";
 import type {
   CommitResult,
@@ -50,6 +51,8 @@ export interface RunDefinition<O = unknown> {
   readonly task: TaskDefinition<RunInput, O>;
   /** @internal The Conversations of this process that serves this run (set by `new Conversations`). */
   bound: Conversations | undefined;
+  /** Called by `new Conversations` with its Ratchet: registers what the run needs besides its task. */
+  attach?: (ratchet: Ratchet) => void;
 }
 
 /**

@@ -58,9 +58,10 @@ forEachBackend(() => {
       // The first request had no steer; the second has it, after the tool round's result.
       expect(userTexts(model.prompts[0]!)).toEqual(["start"]);
       expect(userTexts(model.prompts[1]!)).toEqual(["start", "also check the logs"]);
-      expect(model.prompts[1]!.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user"]);
+      // The leading system message is the environment section (spec §19.25), written once.
+      expect(model.prompts[1]!.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "user"]);
       const kinds = (await c.entries("s1")).map((e) => e.kind);
-      expect(kinds).toEqual(["user", "assistant", "tool-result", "user", "assistant"]);
+      expect(kinds).toEqual(["user", "system", "assistant", "tool-result", "user", "assistant"]);
     });
 
     it("§17.8 abort mid-stream cancels the in-flight request (its AbortSignal fires) and the run ends aborted", async () => {

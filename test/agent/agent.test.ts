@@ -37,12 +37,13 @@ forEachBackend(() => {
       for (let i = 0; i < 10 && (await c.get("a1"))!.runTaskId !== null; i++) await drain(r);
       expect((await s.wait({ timeoutMs: 10_000 })).status).toBe("done");
       const t = (await c.entries("a1")).map((e) => [e.kind, e.data]);
-      expect(t.map(([k]) => k)).toEqual(["user", "assistant", "tool-result", "assistant"]);
-      expect((t[1]![1] as AssistantData).toolCalls).toEqual([
+      // spec §19.25: the sections shown (environment, instructions) are a system entry before the first turn.
+      expect(t.map(([k]) => k)).toEqual(["user", "system", "assistant", "tool-result", "assistant"]);
+      expect((t[2]![1] as AssistantData).toolCalls).toEqual([
         { id: "call_1", name: "read", input: { path: "notes.txt" } },
       ]);
-      expect(t[2]![1]).toEqual({ callId: "call_1", tool: "read", content: "the answer is 42" });
-      expect((t[3]![1] as AssistantData).text).toBe("The notes say 42.");
+      expect(t[3]![1]).toEqual({ callId: "call_1", tool: "read", content: "the answer is 42" });
+      expect((t[4]![1] as AssistantData).text).toBe("The notes say 42.");
       expect(model.calls).toBe(2);
       // The second request carried the tool's result after the call that asked for it.
       const second = model.prompts[1]!;

@@ -64,11 +64,19 @@ forEachBackend(() => {
       await turn("g1", "first");
       expect([small.calls, large.calls]).toEqual([2, 0]);
       expect(small.calls).toBe(2);
-      expect(small.prompts[0]![0]).toEqual({ role: "system", content: "default rules" });
+      expect(small.prompts[0]![0]).toEqual({
+        role: "system",
+        content: "<environment>\nWorking directory: /tmp\n</environment>\n\ndefault rules",
+      });
       await setAgentConfig(c, "g1", { model: "large", instructions: "be terse", tools: ["where"], cwd: "/" });
       await turn("g1", "second");
       expect(large.calls).toBe(2);
-      expect(large.prompts[0]![0]).toEqual({ role: "system", content: "be terse" });
+      // spec §19.25: only the changed sections are sent again, where the change stands.
+      const systems = large.prompts[0]!.filter((m) => m.role === "system").map((m) => m.content);
+      expect(systems).toEqual([
+        "<environment>\nWorking directory: /tmp\n</environment>\n\ndefault rules",
+        "<environment>\nWorking directory: /\n</environment>\n\nbe terse",
+      ]);
       // Only the enabled tool is offered, and a call to another one is not run.
       expect(JSON.stringify(large.prompts[0])).not.toContain('"name":"other"');
       const results = (await c.entries("g1", { limit: 100 }))

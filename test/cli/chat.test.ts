@@ -45,8 +45,10 @@ it("§19.15 ratchet chat --message answers once and exits; piped lines are a con
   const t = JSON.parse(run(undefined, "--json", "conversation", "c1").stdout) as {
     entries: { kind: string }[];
   };
+  // The chat agent's instructions are shown once, as a system entry before the first turn (§19.25).
   expect(t.entries.map((e) => e.kind)).toEqual([
     "user",
+    "system",
     "assistant",
     "user",
     "assistant",
@@ -90,7 +92,7 @@ it("§18.7 §19.15 kill -9 mid-answer, then ratchet chat ID resumes: one answer,
   const t = JSON.parse(run(undefined, "--json", "conversation", "k1").stdout) as {
     entries: { kind: string }[];
   };
-  expect(t.entries.map((e) => e.kind)).toEqual(["user", "assistant"]);
+  expect(t.entries.map((e) => e.kind)).toEqual(["user", "system", "assistant"]);
   const usage = JSON.parse(run(undefined, "--json", "usage", "--conversation", "k1").stdout) as {
     totals: { responses: number };
   };

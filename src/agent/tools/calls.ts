@@ -17,6 +17,7 @@ import { defineTask, type TaskDefinition } from "../../engine/definition.js";
 import { ConfigError, ValidationError } from "../../errors.js";
 import { LocalEnv } from "../env/local.js";
 import type { ExecutionEnv } from "../env/types.js";
+import type { Extensions } from "../extensions.js";
 import { runTool, type ToolDefinition, type ToolResult } from "./define.js";
 import { PROCESSES_STREAM, reapLeftovers, recordingEnv } from "./leftovers.js";
 import { HeadTail } from "./truncate.js";
@@ -26,6 +27,8 @@ export interface ToolCall {
   callId: string;
   tool: string;
   args: unknown;
+  /** The extension whose tool the turn offered (spec §19.24); absent: the agent's own tool. */
+  extension?: string;
 }
 
 export interface ToolCallInput extends ToolCall {
@@ -62,12 +65,15 @@ export interface ToolCallsOptions {
    * maxMs + leaseGraceMs. Default 10 min.
    */
   maxMs?: number;
+  /** Extensions whose tools these calls may run, resolved when a call starts (spec §19.24). */
+  extensions?: Extensions;
 }
 
 export interface ToolCalls {
   /** Register it with the Ratchet that runs the turns. */
   readonly task: TaskDefinition<ToolCallInput, ToolCallOutcome>;
   readonly tools: ReadonlyMap<string, ToolDefinition<unknown>>;
+  readonly extensions?: Extensions;
   /** Runs a round from inside the turn's task; resolves with every call's outcome, in call order. */
   runRound(
     ctx: TaskContext,
@@ -85,6 +91,12 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
   }
   const envOf = o.env ?? ((cwd: string) => new LocalEnv({ cwd }));
   const maxMs = o.maxMs ?? 600_000;
+  // spec §19.24: a call's implementation is resolved once, when its task starts: an extension's
+  // tool from the extension the turn named, as installed now; the agent's own tool otherwise.
+  const resolve = (c: ToolCall): ToolDefinition<unknown> | undefined =>
+    c.extension === undefined
+      ? tools.get(c.tool)
+      : o.extensions?.get(c.extension)?.tools?.find((t) => t.name === c.tool);
 
   async function interrupted(
     ctx: TaskContext,
@@ -110,13 +122,16 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     maxMs,
     retry: { maxAttempts: 3, baseMs: 1_000, capMs: 10_000 },
     async run(ctx, input) {
-      const tool = tools.get(input.tool);
+      const tool = resolve(input);
       if (!tool)
         return {
           callId: input.callId,
           tool: input.tool,
           result: {
-            content: `unknown tool "${input.tool}" (known: ${[...tools.keys()].join(", ")})`,
+            content:
+              input.extension === undefined
+                ? `unknown tool "${input.tool}" (known: ${[...tools.keys()].join(", ")})`
+                : `tool "${input.tool}" is no longer available (extension "${input.extension}" was removed or changed)`,
             isError: true,
           },
         };
@@ -177,9 +192,9 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     // Consecutive parallel calls go together; a sequential call runs alone, after what came before.
     const groups: ToolCall[][] = [];
     for (const c of calls) {
-      const seq = tools.get(c.tool)?.sequential === true;
+      const seq = resolve(c)?.sequential === true;
       const last = groups[groups.length - 1];
-      if (seq || !last || last.some((x) => tools.get(x.tool)?.sequential)) groups.push([c]);
+      if (seq || !last || last.some((x) => resolve(x)?.sequential)) groups.push([c]);
       else last.push(c);
     }
     for (const group of groups) {
@@ -201,7 +216,7 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
     return calls.map((c) => outcomes.get(c.callId)!);
   }
 
-  return { task, tools, runRound };
+  return { task, tools, runRound, ...(o.extensions ? { extensions: o.extensions } : {}) };
 }
 
 /** A call task's end as the model's answer: its result, or an error result saying why there is none. */
