@@ -5,8 +5,10 @@
  * decision itself was made purely (src/core/dispatch/table.ts).
  */
 import type { Decision } from "../../core/dispatch/actions.js";
+import { decisionNotices } from "../../core/dispatch/facts.js";
 import type { SessionReading } from "../../core/dispatch/model.js";
 import { thresholdMs } from "../../core/dispatch/timeouts.js";
+import type { FactInput } from "../../core/outbox.js";
 import type { AttemptRow, MoveResult } from "../../store/dispatch/ops.js";
 import type { WorkerAdapter } from "../workers/adapter.js";
 import type { RunnerContext } from "./context.js";
@@ -45,8 +47,10 @@ export async function applyDecision(
 ): Promise<Applied> {
   const act = d.action;
   const detail = { rule: d.rule, action: act, reading: reading.kind };
+  // spec §21.16: notices are derived from the decision and commit with the move that carries it out.
+  const notices = decisionNotices(a, d);
   const move = async (patch: Parameters<typeof ctx.ops.moveAttempt>[1]) =>
-    result(await ctx.ops.moveAttempt(ctx.guard(a), patch, detail));
+    result(await ctx.ops.moveAttempt(ctx.guard(a), patch, detail, notices));
   switch (act.kind) {
     case "nothing":
     case "await-spawn":
@@ -74,6 +78,7 @@ export async function applyDecision(
         act.kind === "sleep-if-idle" ? act.waitingSince : null,
         now,
         detail,
+        notices,
       );
     case "sleep":
       return move({
@@ -121,8 +126,9 @@ async function suspendForSleep(
   waitingSince: number | null,
   now: number,
   detail: unknown,
+  notices: readonly FactInput[],
 ): Promise<Applied> {
-  const m = await ctx.ops.moveAttempt(ctx.guard(a), { suspendRequestedAt: now }, detail);
+  const m = await ctx.ops.moveAttempt(ctx.guard(a), { suspendRequestedAt: now }, detail, notices);
   if (m.kind !== "moved" || a.session === null) return result(m);
   if (waitingSince !== null) {
     const fresh = await worker.read(a.session);

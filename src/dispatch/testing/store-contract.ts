@@ -7,12 +7,16 @@
  */
 
 import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
+import type { OutboxOps } from "../../store/outbox/ops.js";
 import type { ConformanceRunner } from "../../testing/conformance.js";
 import { FakeClock } from "../../testing/fake-clock.js";
 import { registerDispatchStoreCases } from "./store-cases.js";
+import { registerDispatchOutboxCases } from "./store-outbox-cases.js";
 import { registerDispatchSessionCases } from "./store-session-cases.js";
 
 export interface DispatchStore extends DispatchCapable {
+  /** The outbox the dispatch programs write their facts to (spec part 21). */
+  readonly outbox: OutboxOps;
   migrate(): Promise<void>;
   close(): Promise<void>;
 }
@@ -47,6 +51,7 @@ export function registerDispatchStoreContract(opts: DispatchStoreContractOptions
       });
     registerDispatchStoreCases(define);
     registerDispatchSessionCases(define);
+    registerDispatchOutboxCases(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

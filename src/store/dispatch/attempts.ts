@@ -3,8 +3,17 @@
  * at a time, move them with compare-and-set writes, settle them with their
  * item's route and kept session in one transaction, and read them back.
  */
-import type { ClosingCause, ForcedFailure, LiveAttemptState } from "../../core/dispatch/model.js";
+
+import { attemptMoved, itemMoved } from "../../core/dispatch/facts.js";
+import type {
+  AttemptState,
+  ClosingCause,
+  ForcedFailure,
+  LiveAttemptState,
+} from "../../core/dispatch/model.js";
 import type { ItemState, KeptSession } from "../../core/dispatch/sessions.js";
+import type { FactInput } from "../../core/outbox.js";
+import { appendFacts } from "../outbox/facts.js";
 import { one, type Program, q } from "../tree/program.js";
 import { A, E, event, I } from "./items.js";
 import { type AttemptEvent, type AttemptRow, toAttempt, toEvent } from "./rows.js";
@@ -96,7 +105,16 @@ export function* releaseAttempts(holder: string, ids: readonly string[]): Progra
  * same version, still held by the runner, still live. Records the event.
  * Invariant: an action computed from a stale listing changes nothing.
  */
-export function* moveAttempt(g: Guard, patch: AttemptPatch, detail: unknown): Program<MoveResult> {
+export function* moveAttempt(
+  g: Guard,
+  patch: AttemptPatch,
+  detail: unknown,
+  facts: readonly FactInput[] = [],
+): Program<MoveResult> {
+  // spec §21.4: the state it moves from, read under the same guard (and row lock) as the write.
+  const before = patch.state
+    ? yield* one<{ state: AttemptState }>(`SELECT state FROM ${A} WHERE ${GUARD} @update`, { ...g })
+    : undefined;
   const sets: string[] = [];
   const p: Record<string, unknown> = { id: g.id, version: g.version, holder: g.holder };
   for (const [key, col] of Object.entries(COLUMNS) as [keyof AttemptPatch, string][]) {
@@ -110,6 +128,8 @@ export function* moveAttempt(g: Guard, patch: AttemptPatch, detail: unknown): Pr
   if (!r) return { kind: "stale" };
   const a = toAttempt(r);
   yield* event(a.id, "move", detail);
+  const moved = before && before.state !== a.state ? [attemptMoved(a, before.state)] : [];
+  yield* appendFacts([...moved, ...facts]); // spec §21.2: with the move, or not at all
   return { kind: "moved", attempt: a };
 }
 
@@ -151,7 +171,12 @@ export function* settleAttempt(
   route: ItemRoute | null,
   keep: KeepWrite | null,
   detail: unknown,
+  facts: readonly FactInput[] = [],
 ): Program<MoveResult & { kept?: boolean }> {
+  const before = yield* one<{ state: AttemptState }>(`SELECT state FROM ${A} WHERE ${GUARD} @update`, {
+    ...g,
+  });
+  if (!before) return { kind: "stale" };
   const r = yield* one(
     `UPDATE ${A} SET state = :state, ended_at = :now, forced = :forced, session_stopped = :stopped, closeout = :closeout,
        version = version + 1, holder = NULL, lease_until = NULL, updated_at = :now
@@ -160,12 +185,17 @@ export function* settleAttempt(
   );
   if (!r) return { kind: "stale" };
   const a = toAttempt(r);
+  const out: FactInput[] = [attemptMoved(a, before.state)];
   if (route) {
     const ends = route.state === "done" || route.state === "closed" || route.state === "archived";
-    yield* q(
+    const was = yield* one<{ step: string; state: ItemState }>(
+      `SELECT step, state FROM ${I} WHERE id = CAST(:item AS bigint) AND state = 'running' @update`,
+      { item: a.itemId },
+    );
+    const moved = yield* one<{ id: unknown; pipeline: string; step: string; state: ItemState }>(
       `UPDATE ${I} SET step = :step, state = :state, taken = :taken, resume_next = :resume, updated_at = :now,
          not_before = CAST(:notBefore AS bigint), ended_at = ${ends ? ":now" : "NULL"}
-       WHERE id = CAST(:item AS bigint) AND state = 'running'`,
+       WHERE id = CAST(:item AS bigint) AND state = 'running' RETURNING id, pipeline, step, state`,
       {
         item: a.itemId,
         step: route.step,
@@ -175,10 +205,12 @@ export function* settleAttempt(
         notBefore: route.notBefore,
       },
     );
+    if (moved && was) out.push(itemMoved({ ...moved, id: String(moved.id) }, was));
   }
   let kept: boolean | undefined;
   if (keep) kept = yield* casKept(a.itemId, keep.expect, keep.value);
   yield* event(a.id, "settled", detail);
+  yield* appendFacts([...out, ...facts]); // spec §21.2
   return { kind: "moved", attempt: a, kept };
 }
 
@@ -253,6 +285,10 @@ export function* noteEvent(id: string, kind: string, detail: unknown): Program<v
  * Invariant: a close-out for a settled or unknown attempt changes nothing.
  */
 export function* recordCloseout(id: string, closeout: string): Program<AttemptRow | null> {
+  const before = yield* one<{ state: AttemptState }>(
+    `SELECT state FROM ${A} WHERE id = CAST(:id AS bigint) AND ended_at IS NULL @update`,
+    { id },
+  );
   const r = yield* one(
     `UPDATE ${A} SET closeout = :closeout, version = version + 1, updated_at = :now,
        closing = CASE WHEN state = 'closing' THEN closing ELSE 'closed-out' END,
@@ -263,5 +299,7 @@ export function* recordCloseout(id: string, closeout: string): Program<AttemptRo
   );
   if (!r) return null;
   yield* event(String(r.id), "closeout", JSON.parse(closeout));
-  return toAttempt(r);
+  const a = toAttempt(r);
+  if (before?.state !== a.state) yield* appendFacts([attemptMoved(a, before?.state ?? null)]); // spec §21.4
+  return a;
 }

@@ -3,7 +3,10 @@
  * start of an attempt with its seat check. Written once (see
  * ../tree/program.ts); each runs in one transaction on either store.
  */
-import type { AttemptMode } from "../../core/dispatch/model.js";
+import { attemptMoved, itemMoved } from "../../core/dispatch/facts.js";
+import type { AttemptMode, AttemptState } from "../../core/dispatch/model.js";
+import type { ItemState } from "../../core/dispatch/sessions.js";
+import { appendFacts } from "../outbox/facts.js";
 import { one, type Program, q } from "../tree/program.js";
 import { type AttemptRow, type ItemRow, toAttempt, toItem } from "./rows.js";
 
@@ -43,7 +46,9 @@ export function* addItem(pipeline: string, step: string, input: string): Program
      VALUES (:pipeline, :step, 'open', :input, '{}', 0, :now, :now) RETURNING *`,
     { pipeline, step, input },
   );
-  return toItem(r!);
+  const item = toItem(r!);
+  yield* appendFacts([itemMoved(item, null)]); // spec §21.4
+  return item;
 }
 
 export function* getItem(id: string): Program<ItemRow | null> {
@@ -75,19 +80,33 @@ export function* listItems(f: ItemFilter): Program<ItemRow[]> {
  * bumped, so a runner's action computed before the close changes nothing.
  */
 export function* closeItem(id: string): Program<{ item: ItemRow; closing: string[] } | null> {
+  // spec §21.4: the states it moves from, read with the rows locked.
+  const was = yield* one<{ step: string; state: ItemState }>(
+    `SELECT step, state FROM ${I} WHERE id = CAST(:id AS bigint) AND state IN ('open', 'running') @update`,
+    { id },
+  );
+  if (!was) return null;
+  const from = new Map(
+    (yield* q<{ id: unknown; state: AttemptState }>(
+      `SELECT id, state FROM ${A} WHERE item_id = CAST(:id AS bigint) AND ended_at IS NULL AND state <> 'closing' @update`,
+      { id },
+    )).map((x) => [String(x.id), x.state]),
+  );
   const r = yield* one(
     `UPDATE ${I} SET state = 'closed', ended_at = :now, updated_at = :now
      WHERE id = CAST(:id AS bigint) AND state IN ('open', 'running') RETURNING *`,
     { id },
   );
   if (!r) return null;
-  const moved = yield* q<{ id: number }>(
+  const moved = (yield* q(
     `UPDATE ${A} SET state = 'closing', closing = 'item-closed', closing_at = :now, version = version + 1, updated_at = :now
-     WHERE item_id = CAST(:id AS bigint) AND ended_at IS NULL AND state <> 'closing' RETURNING id`,
+     WHERE item_id = CAST(:id AS bigint) AND ended_at IS NULL AND state <> 'closing' RETURNING *`,
     { id },
-  );
-  for (const m of moved) yield* event(String(m.id), "move", { to: "closing", cause: "item-closed" });
-  return { item: toItem(r), closing: moved.map((m) => String(m.id)) };
+  )).map(toAttempt);
+  for (const m of moved) yield* event(m.id, "move", { to: "closing", cause: "item-closed" });
+  const item = toItem(r);
+  yield* appendFacts([itemMoved(item, was), ...moved.map((m) => attemptMoved(m, from.get(m.id) ?? null))]);
+  return { item, closing: moved.map((m) => m.id) };
 }
 
 /**
@@ -102,16 +121,27 @@ export function* moveItem(id: string, from: string, to: string): Program<ItemRow
      WHERE id = CAST(:id AS bigint) AND state = 'open' AND step = :from RETURNING *`,
     { id, from, to },
   );
-  return r ? toItem(r) : null;
+  if (!r) return null;
+  const item = toItem(r);
+  yield* appendFacts([itemMoved(item, { step: from, state: "open" })]); // spec §21.4
+  return item;
 }
 
 /** Archives a done or closed item (spec §20.19): it leaves the board; its kept session becomes due. */
 export function* archiveItem(id: string): Program<ItemRow | null> {
+  const was = yield* one<{ step: string; state: ItemState }>(
+    `SELECT step, state FROM ${I} WHERE id = CAST(:id AS bigint) AND state IN ('done', 'closed') @update`,
+    { id },
+  );
+  if (!was) return null;
   const r = yield* one(
     `UPDATE ${I} SET state = 'archived', updated_at = :now WHERE id = CAST(:id AS bigint) AND state IN ('done', 'closed') RETURNING *`,
     { id },
   );
-  return r ? toItem(r) : null;
+  if (!r) return null;
+  const item = toItem(r);
+  yield* appendFacts([itemMoved(item, was)]); // spec §21.4
+  return item;
 }
 
 export interface StartSpec {
@@ -197,5 +227,11 @@ export function* startAttempt(s: StartSpec): Program<StartResult> {
     },
   );
   yield* event(id, "claimed", { phase: s.phase, worker: s.worker });
-  return { kind: "started", attempt: toAttempt(a!), item: toItem(it!) };
+  const started = { kind: "started" as const, attempt: toAttempt(a!), item: toItem(it!) };
+  // spec §21.4: the attempt is created `starting`, and its item leaves `open`.
+  yield* appendFacts([
+    attemptMoved(started.attempt, null),
+    itemMoved(started.item, { step: String(item.step), state: "open" }),
+  ]);
+  return started;
 }

@@ -5,7 +5,9 @@
  * A store exposes them as `store.dispatch`; the dispatch layer uses nothing
  * else of the store's.
  */
+import type { FactInput } from "../../core/outbox.js";
 import { ValidationError } from "../../errors.js";
+import { checkFacts } from "../outbox/facts.js";
 import type { Program } from "../tree/program.js";
 import * as att from "./attempts.js";
 import * as items from "./items.js";
@@ -119,9 +121,16 @@ export class DispatchOps {
     return this.run(() => att.releaseAttempts(name("holder", holder), ids));
   }
 
-  async moveAttempt(g: att.Guard, patch: att.AttemptPatch, detail: unknown): Promise<att.MoveResult> {
+  /** `facts` (spec §21.4, e.g. notices) commit with the move, and not at all if it is stale. */
+  async moveAttempt(
+    g: att.Guard,
+    patch: att.AttemptPatch,
+    detail: unknown,
+    facts: readonly FactInput[] = [],
+  ): Promise<att.MoveResult> {
     id("attempt id", g.id);
-    return this.run(() => att.moveAttempt(g, patch, detail));
+    checkFacts(facts);
+    return this.run(() => att.moveAttempt(g, patch, detail, facts));
   }
 
   async settleAttempt(
@@ -130,9 +139,11 @@ export class DispatchOps {
     route: att.ItemRoute | null,
     keep: att.KeepWrite | null,
     detail: unknown,
+    facts: readonly FactInput[] = [],
   ): Promise<att.MoveResult & { kept?: boolean }> {
     id("attempt id", g.id);
-    return this.run(() => att.settleAttempt(g, s, route, keep, detail));
+    checkFacts(facts);
+    return this.run(() => att.settleAttempt(g, s, route, keep, detail, facts));
   }
 
   async wakeAttempt(g: att.Guard, defaultSeats: number | null, overCap: boolean) {

@@ -2,7 +2,9 @@
  * Seats, capacity backoff, wakes and forgetting (spec §20.6, §20.14,
  * §20.21), as programs both stores run in one transaction each.
  */
+import { attemptMoved } from "../../core/dispatch/facts.js";
 import type { KeptSession } from "../../core/dispatch/sessions.js";
+import { appendFacts } from "../outbox/facts.js";
 import { one, type Program, q } from "../tree/program.js";
 import { casKept } from "./attempts.js";
 import { A, event, HOLDS_SEAT, I, SEATS } from "./items.js";
@@ -103,6 +105,7 @@ export function* wakeAttempt(
   if (!r) return { kind: "stale" };
   const woken = toAttempt(r);
   yield* event(woken.id, "move", { to: "waking", overCap });
+  yield* appendFacts([attemptMoved(woken, "sleeping")]); // spec §21.4
   return { kind: "woken", attempt: woken };
 }
 

@@ -19,6 +19,7 @@
  * the guarded writes, so the lock is held briefly and never waited for while
  * holding a row lock another fact writer needs first.
  */
+import type { FactInput } from "../../core/outbox.js";
 import { ValidationError } from "../../errors.js";
 import { type Program, q } from "../tree/program.js";
 
@@ -34,15 +35,7 @@ export const MAX_FACT_SUBJECT_CHARS = 200;
 /** Dotted lowercase kind: `attempt.moved`, `pr.state`, `notice.attention`. */
 const TYPE_RE = /^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)+$/;
 
-/** A fact as a change states it; the store adds its seq, id and instant. */
-export interface FactInput {
-  /** Dotted kind, e.g. `attempt.moved` (spec §21.1). */
-  readonly type: string;
-  /** What it is about, e.g. `attempt:12`. */
-  readonly subject: string;
-  /** JSON-serialisable payload, at most 64 KiB encoded. */
-  readonly data: unknown;
-}
+export type { FactInput };
 
 /** A checked fact, its data encoded once. */
 export interface EncodedFact {
