@@ -45,7 +45,7 @@ export function takesType(filter: FactFilter, type: string): boolean {
   return false;
 }
 
-/** A batch's bounds (spec §21.8): facts, and wire bytes including the envelope. */
+/** A batch's bounds (spec §21.9): facts, and wire bytes including the envelope. */
 export interface BatchBounds {
   readonly maxFacts: number;
   readonly maxBytes: number;
@@ -56,10 +56,10 @@ export const DEFAULT_BATCH_BOUNDS: Readonly<BatchBounds> = Object.freeze({
   maxBytes: 256 * 1024,
 });
 
-/** Bytes a batch's envelope may take on any sink's wire (the webhook body's wrapper, spec §21.8). */
+/** Bytes a batch's envelope may take on any sink's wire (the webhook body's wrapper, spec §21.9). */
 export const ENVELOPE_BYTES = 512;
 
-/** The next step for a destination's window of facts after its cursor (spec §21.5, §21.8). */
+/** The next step for a destination's window of facts after its cursor (spec §21.5, §21.9). */
 export type BatchPlan<F> =
   /** Nothing after the cursor. */
   | { readonly kind: "idle" }
@@ -70,7 +70,7 @@ export type BatchPlan<F> =
 
 /**
  * Cuts the next batch from `window` (facts after the cursor, ascending seq)
- * by the filter and the bounds (spec §21.8). A batch holds at most `maxFacts`
+ * by the filter and the bounds (spec §21.9). A batch holds at most `maxFacts`
  * facts and at most `maxBytes` wire bytes counting `ENVELOPE_BYTES`, except
  * that its first fact always goes, alone if it alone is larger: no fact waits
  * for ever behind a bound (a sink that cannot take it refuses it, and the
