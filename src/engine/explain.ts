@@ -20,6 +20,7 @@ export type Reason =
     }
   | { kind: "completing"; outcome: Outcome; children: TaskId[] }
   | { kind: "not_due"; until: number | null }
+  | { kind: "sleeping"; step: string; until: number | null; abortHandler: boolean }
   | { kind: "backoff"; until: number | null; error: StoredError; rateLimited: boolean }
   | { kind: "needs"; ids: TaskId[]; count: number }
   | { kind: "tasks"; ids: TaskId[]; policy: string }
@@ -77,6 +78,8 @@ export interface ReasonContext {
   /** Buckets of a task parked on a rate limit, with their 429 pauses (spec §14.10–§14.11). */
   buckets?: readonly { bucket: string; pausedUntil: number }[];
   now?: number;
+  /** The `ctx.sleep` step the task's timer belongs to, when explain read it (spec §14.5). */
+  sleep?: string | null;
 }
 
 /**
@@ -113,6 +116,8 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
         case "drain":
           return { kind: "draining", children: [...c.liveChildren] };
         case "abort":
+          // An abort handler's own sleep is a sleep, not the retry of a failed handler.
+          if (c.sleep) return { kind: "sleeping", step: c.sleep, until: t.wakeAt, abortHandler: true };
           return { kind: "abort_retry", until: t.wakeAt };
         case "seat":
           return {
@@ -134,8 +139,10 @@ export function reasonFor(t: TaskRecord, c: ReasonContext): Reason {
         }
         default:
           if (t.needsPending > 0) return { kind: "needs", ids: [...c.liveNeeds], count: t.needsPending };
-          // spec §14.5: a timer after a failed or deferred attempt (spec §5.2, §14.8) is a backoff;
-          // the attempt's error says why (a provider's 429 is RATCHET_RATE_LIMITED).
+          // spec §14.5: a task in its own ctx.sleep is sleeping, even when an earlier attempt failed
+          // (the task keeps that error); any other timer after a failed or deferred attempt (spec §5.2,
+          // §14.8) is a backoff, and the attempt's error says why (a provider's 429 is RATCHET_RATE_LIMITED).
+          if (c.sleep) return { kind: "sleeping", step: c.sleep, until: t.wakeAt, abortHandler: false };
           if (t.error !== null)
             return {
               kind: "backoff",
@@ -184,10 +191,12 @@ function sentence(r: Reason, queue: string): string {
       return `its outcome (${r.outcome}) is decided; it holds it until the work it owns ends: ${list(r.children)}`;
     case "not_due":
       return `not due until ${iso(r.until)}`;
+    case "sleeping":
+      return `sleeping in ${r.abortHandler ? "its abort handler's " : ""}ctx.sleep("${r.step}") until ${iso(r.until)}`;
     case "backoff":
       return r.rateLimited
-        ? `deferred by a rate limit (${r.error.message}); backing off until ${iso(r.until)}, no attempt used`
-        : `backing off after a failed attempt (${r.error.code ?? r.error.name}: ${r.error.message}); runs again at ${iso(r.until)}`;
+        ? `backing off until ${iso(r.until)}: deferred by a rate limit (${r.error.message}), no attempt used`
+        : `backoff until ${iso(r.until)}: its retry policy runs it again after a failed attempt (${r.error.code ?? r.error.name}: ${r.error.message})`;
     case "needs":
       return `waiting for predecessors to complete: ${list(r.ids)}`;
     case "tasks":

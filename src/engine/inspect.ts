@@ -121,6 +121,7 @@ function derivedOf(r: Reason): DerivedState {
     case "rate":
       return { state: "waiting", on: { kind: "rate", until: r.until } };
     case "not_due":
+    case "sleeping":
     case "backoff":
     case "abort_retry":
       return { state: "waiting", on: { kind: "timer", until: r.until } };

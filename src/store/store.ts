@@ -419,6 +419,8 @@ export interface ExplainRows {
   seatOverride: number | null;
   /** The buckets the task is charged to, as stored (spec §14.10). */
   buckets: { bucket: string; level: number; pausedUntil: number; limit: number; periodMs: number }[];
+  /** The `ctx.sleep` step the task's timer belongs to, or null when its timer is not a sleep (spec §14.5). */
+  sleep: string | null;
 }
 
 export interface WaitEdge {

@@ -1,7 +1,7 @@
 /** explain(id) (spec §14.5): one test per kind of reason, on both backends. */
 import { describe, expect, it } from "vitest";
 import type { TaskContext } from "../../src/engine/context.js";
-import { defineTask, type Ratchet } from "../../src/index.js";
+import { defineTask, type Ratchet, RateLimitedError } from "../../src/index.js";
 import { drain, expectCode, FakeClock, forEachBackend, newTask, openRatchet, unlimited } from "./helpers.js";
 
 const kind = async (r: Ratchet, id: number) => (await r.explain(id)).reason;
@@ -52,8 +52,77 @@ forEachBackend(() => {
         error: { message: "upstream said no" },
       });
       expect(e.text).toBe(
-        `backing off after a failed attempt (Error: upstream said no); runs again at ${new Date(1_010_000).toISOString()}`,
+        `backoff until ${new Date(1_010_000).toISOString()}: its retry policy runs it again after a failed attempt (Error: upstream said no)`,
       );
+    });
+
+    it("§14.5 sleeping: a task in its own ctx.sleep is sleeping, not backing off, even after a failed attempt", async () => {
+      const clock = new FakeClock(1_000_000);
+      const napper = defineTask({
+        name: "napper",
+        retry: { maxAttempts: 3, baseMs: 10_000, floorMs: 10_000, capMs: 10_000 },
+        async run(ctx: TaskContext) {
+          if (ctx.attempt === 1) throw new Error("first try fails");
+          await ctx.sleep("nap", 60_000);
+          return "rested";
+        },
+      });
+      const plain = defineTask({ name: "plain", run: (ctx: TaskContext) => ctx.sleep("doze", 5_000) });
+      const r = await openRatchet([napper, plain], { clock });
+      const id = await r.enqueue(napper, null);
+      const calm = await r.enqueue(plain, null);
+      await drain(r);
+      // The retry policy's timer: a backoff, with the error.
+      expect(await kind(r, id)).toMatchObject({ kind: "backoff", until: 1_010_000, rateLimited: false });
+      // A sleep with no failure before it was called "not due" before; it is a sleep.
+      expect(await kind(r, calm)).toEqual({
+        kind: "sleeping",
+        step: "doze",
+        until: 1_005_000,
+        abortHandler: false,
+      });
+      clock.advance(10_000);
+      await drain(r);
+      // Attempt 2 sleeps: the task still holds attempt 1's error, and it is sleeping all the same.
+      expect((await r.get(id))!.error).toMatchObject({ message: "first try fails" });
+      const e = await r.explain(id);
+      expect(e.reason).toEqual({ kind: "sleeping", step: "nap", until: 1_070_000, abortHandler: false });
+      expect(e.text).toBe(`sleeping in ctx.sleep("nap") until ${new Date(1_070_000).toISOString()}`);
+      clock.advance(60_000);
+      await drain(r);
+      expect(await kind(r, id)).toMatchObject({ kind: "ended", outcome: "completed" });
+    });
+
+    it("§14.5 a deferral by RateLimitedError is backing off with no attempt used; an abort handler's own sleep is sleeping", async () => {
+      const clock = new FakeClock(1_000_000);
+      const limited = defineTask({
+        name: "limited",
+        run: () => {
+          throw new RateLimitedError({ retryAfterMs: 30_000 });
+        },
+      });
+      const undo = defineTask({
+        name: "undo",
+        run: (ctx: TaskContext) => ctx.sleep("work", 600_000),
+        onAbort: (ctx: TaskContext) => ctx.sleep("settle-down", 20_000),
+      });
+      const r = await openRatchet([limited, undo], { clock });
+      const id = await r.enqueue(limited, null);
+      const u = await r.enqueue(undo, null);
+      await drain(r);
+      const e = await r.explain(id);
+      expect(e.reason).toMatchObject({ kind: "backoff", until: 1_030_000, rateLimited: true });
+      expect(e.text).toMatch(
+        /^backing off until 1970-01-01T00:17:10\.000Z: deferred by a rate limit \(.*\), no attempt used$/,
+      );
+      await r.abort(u);
+      await drain(r);
+      expect(await kind(r, u)).toEqual({
+        kind: "sleeping",
+        step: "settle-down",
+        until: 1_020_000,
+        abortHandler: true,
+      });
     });
 
     it("§14.5 running, waiting on tasks and on an event, completing, draining", async () => {

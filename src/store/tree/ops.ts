@@ -915,6 +915,27 @@ export function* children(id: TaskId): Program<TaskRecord[]> {
   return rows.map(toRecord);
 }
 
+/**
+ * The `ctx.sleep` a waiting task's timer belongs to (spec §14.5): a sleep commits its step
+ * `{ until: wake_at }` at the attempt count it leaves, so the step of this attempt whose `until` is
+ * the timer is it. A retry's timer (spec §5.2, §14.8) matches no step: the error the task keeps
+ * from an earlier attempt does not make a sleep a backoff.
+ */
+function* sleepOf(row: TaskRow): Program<string | null> {
+  if (row.status !== "waiting" || row.wake_at === null || (row.wait_on !== null && row.wait_on !== "abort"))
+    return null;
+  const steps = yield* q<{ name: string; result: string }>(
+    `SELECT name, result FROM {s}.ratchet_steps WHERE task_id = :id AND attempt = :attempt ORDER BY id DESC LIMIT 20`,
+    { id: row.id, attempt: row.attempts },
+  );
+  const wake = Number(row.wake_at);
+  for (const s of steps) {
+    const r = JSON.parse(s.result) as { until?: unknown } | null;
+    if (r !== null && typeof r === "object" && Number(r.until) === wake) return s.name;
+  }
+  return null;
+}
+
 /** Raw material of explain() (spec §14.5): the task and what holds it, read in one transaction. */
 export function* explainRows(id: TaskId): Program<ExplainRows | null> {
   const row = yield* one<TaskRow>(`SELECT * FROM ${T} WHERE id = :id`, { id });
@@ -949,6 +970,7 @@ export function* explainRows(id: TaskId): Program<ExplainRows | null> {
   const now = yield* one<{ t: number }>("SELECT :now AS t");
   return {
     task,
+    sleep: yield* sleepOf(row),
     ahead,
     liveMembers: members,
     liveChildren: kids,
