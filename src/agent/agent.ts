@@ -72,6 +72,8 @@ export interface AgentSpec {
   /** The run task's fairness and rate limits (spec §14.10, §14.12), keyed from `{ conversationId }`. */
   fairness?: RunSpec<null>["fairness"];
   rateLimit?: RunSpec<null>["rateLimit"];
+  /** At most `limit` runs of one tenant's conversations at once (spec §19.31). */
+  tenant?: RunSpec<null>["tenant"];
 }
 
 /** What an assistant entry of the agent holds. */
@@ -120,6 +122,7 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
     maxMs,
     fairness: spec.fairness,
     rateLimit: spec.rateLimit,
+    ...(spec.tenant === undefined ? {} : { tenant: spec.tenant }),
     async run(rc: RunContext, ctx: TaskContext) {
       // Settings are read at each use (spec §19.24): a getter on the spec makes them live.
       const keepRecentTokens = () => spec.compaction?.keepRecentTokens ?? DEFAULT_KEEP_RECENT_TOKENS;

@@ -29,7 +29,7 @@ import {
   checkTitle,
 } from "../store/conversations/validate.js";
 import type { NewTask, Store, TaskId } from "../store/store.js";
-import { inputText, type RunDefinition, runsAmong } from "./run.js";
+import { inputText, type RunDefinition, type RunInput, runsAmong } from "./run.js";
 import { Submission } from "./submission.js";
 
 export interface ConversationsOptions {
@@ -310,9 +310,11 @@ export class Conversations {
   // ------------------------------------------------------------- internals
 
   /** @internal The run task a submission or final boundary creates, in the store's form. */
-  async runTask(conversationId: string): Promise<NewTask> {
+  async runTask(conversationId: string, after?: number): Promise<NewTask> {
     checkConversationId(conversationId);
-    const { batch } = await this.#prepareWith([{ task: this.run.task, input: { conversationId } }]);
+    // spec §19.31: a successor names its predecessor, for a run whose seat is its tenant's.
+    const input: RunInput = after === undefined ? { conversationId } : { conversationId, after };
+    const { batch } = await this.#prepareWith([{ task: this.run.task, input }]);
     return batch[0]!;
   }
 

@@ -80,8 +80,8 @@ export {
   section,
 } from "./extensions.js";
 export { type AgentHooks, composeHooks, type HooksSpec } from "./hooks.js";
-export type { RunDefinition, RunInput, RunSpec } from "./run.js";
-export { defineRun, RUN_SEAT_GROUP, RunContext, runsAmong } from "./run.js";
+export type { RunDefinition, RunInput, RunSpec, TenantSeat } from "./run.js";
+export { defineRun, RUN_SEAT_GROUP, RUN_TENANT_GROUP, RunContext, runsAmong } from "./run.js";
 export { defineSubagent, type Subagent, type SubagentOptions } from "./subagents.js";
 export type { Settled } from "./submission.js";
 export { Submission } from "./submission.js";

@@ -4,7 +4,8 @@
  *
  * Each run is one task with input `{ conversationId }`. It holds a seat of the group
  * `ratchet.conversation` keyed by the conversation with limit 1, and the store only creates a run
- * where none is in progress; the seat orders a successor after the run that created it.
+ * where none is in progress; the seat orders a successor after the run that created it. A run with
+ * a tenant seat (spec §19.31) holds its tenant's seat instead and waits for its predecessor.
  *
  * Every write a run makes is fenced by its claim and keyed by the run's task id and a name the
  * code gives, so a rerun after a crash (which replays the code from the top, spec §4.2) gets the
@@ -26,15 +27,32 @@ import type { CommitInput, Conversations, EntryInput } from "./conversations.js"
 
 /** The seat group every run holds, keyed by conversation (spec §17.5). */
 export const RUN_SEAT_GROUP = "ratchet.conversation";
+/** The seat group of runs with a tenant seat, keyed by tenant (spec §19.31). */
+export const RUN_TENANT_GROUP = "ratchet.tenant";
 
 export interface RunInput {
   conversationId: string;
+  /** The run whose final boundary created this one (spec §17.6), which it starts after (spec §19.31). */
+  after?: number;
+}
+
+/**
+ * A per-tenant limit on runs (spec §19.31): at most `limit` runs of one tenant's conversations
+ * execute at once, across every worker and process; `key` maps a conversation id to its tenant
+ * (1–200 characters). The limit can be changed per tenant at run time with
+ * `ratchet.setConcurrencyLimit(group, n, { key: tenant })`.
+ */
+export interface TenantSeat {
+  key: (conversationId: string) => string;
+  limit: number;
+  /** The seat group (default `ratchet.tenant`); agents sharing a group share its tenants' limits. */
+  group?: string;
 }
 
 /**
  * A run's task options. `fairness` and `rateLimit` pass through to its task (spec §14.10, §14.12:
  * e.g. a tenant's key from the conversation id); its seat is the conversation's own (spec §17.5),
- * so per-tenant seats go on the work a run starts (its tool calls, its child tasks).
+ * or with `tenant` its tenant's (spec §19.31).
  */
 export interface RunSpec<O>
   extends Pick<
@@ -43,6 +61,8 @@ export interface RunSpec<O>
   > {
   run(run: RunContext, ctx: TaskContext): Promise<O> | O;
   onAbort?(ctx: TaskContext, input: RunInput): Promise<unknown> | unknown;
+  /** A per-tenant limit on runs, in place of the per-conversation seat (spec §19.31). */
+  tenant?: TenantSeat;
 }
 
 export interface RunDefinition<O = unknown> {
@@ -84,11 +104,13 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
     queue: spec.queue,
     fairness: spec.fairness,
     rateLimit: spec.rateLimit,
-    concurrency: { group: RUN_SEAT_GROUP, key: (i) => i.conversationId, limit: 1 },
+    concurrency: seatOf(spec),
     async run(ctx, input) {
       const conversations = def.bound;
       if (!conversations)
         throw new ConfigError(`run "${spec.name}" has no Conversations in this process: create one with it`);
+      // spec §19.31: the tenant's seat does not order a successor after its predecessor; the wait does.
+      if (spec.tenant && input.after !== undefined) await afterPredecessor(ctx, input.after);
       const rc = new RunContext(conversations, ctx, input.conversationId);
       const out = await spec.run(rc, ctx);
       // A run that returns without answering ends here: its inputs unanswered, follow-ups handed on.
@@ -99,6 +121,37 @@ export function defineRun<O = unknown>(spec: RunSpec<O>): RunDefinition<O> {
   });
   RUNS.set(def.task.run, def as RunDefinition);
   return def;
+}
+
+/**
+ * The run's seat: its conversation's (spec §17.5), or with `tenant`, its tenant's (spec §19.31).
+ * Invariant: either way at most one run of a conversation executes at a time — a tenant seat's
+ * run waits for the run that created it before its code runs.
+ */
+function seatOf(spec: RunSpec<unknown>): TaskSpec<RunInput, unknown>["concurrency"] {
+  const t = spec.tenant;
+  if (t === undefined) return { group: RUN_SEAT_GROUP, key: (i) => i.conversationId, limit: 1 };
+  if (t === null || typeof t !== "object" || typeof t.key !== "function")
+    throw new ConfigError(`run "${spec.name}": tenant needs a key function of the conversation id`);
+  if (!Number.isInteger(t.limit) || t.limit < 1)
+    throw new ConfigError(`run "${spec.name}": tenant.limit must be an integer ≥ 1`);
+  if (t.group !== undefined && (typeof t.group !== "string" || t.group === RUN_SEAT_GROUP))
+    throw new ConfigError(
+      `run "${spec.name}": tenant.group must be a group name other than ${RUN_SEAT_GROUP}`,
+    );
+  return { group: t.group ?? RUN_TENANT_GROUP, key: (i) => t.key(i.conversationId), limit: t.limit };
+}
+
+/**
+ * Parks the run (freeing its tenant's place, spec §14.9) until the run that created it is terminal
+ * (spec §12.3); a predecessor already pruned has ended long ago.
+ */
+async function afterPredecessor(ctx: TaskContext, id: number): Promise<void> {
+  try {
+    await ctx.waitFor([id]);
+  } catch (e) {
+    if ((e as { code?: string }).code !== "RATCHET_INVALID_WAIT") throw e;
+  }
 }
 
 /** What a run's code uses to read and write its conversation (spec §17.6). */
@@ -175,7 +228,7 @@ export class RunContext {
    */
   async answer(entry: EntryInput | null): Promise<FinishResult> {
     const answer = entry === null ? null : this.#c.entryOf(entry);
-    const run = await this.#c.runTask(this.conversationId);
+    const run = await this.#c.runTask(this.conversationId, this.taskId);
     const r = await this.#ctx.fenced((fence) =>
       this.#c.store.conversations.finishRun({
         fence,
