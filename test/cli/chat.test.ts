@@ -3,31 +3,17 @@
  * piped lines, and a kill -9 in the middle of a streamed answer — `ratchet chat ID` again resumes
  * the run and finishes it, one answer in the transcript, its usage counted once.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
+import { chatSetup } from "./chat-kit.js";
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const MAIN = path.join(ROOT, "dist/src/cli/main.js");
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
 });
 
-function setup() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "ratchet-chat-"));
-  dirs.push(dir);
-  const env = { ...process.env };
-  delete env.RATCHET_STORE;
-  delete env.OPENAI_API_KEY;
-  const argv = (...a: string[]) => [MAIN, "--store", `sqlite:${path.join(dir, "c.db")}`, ...a];
-  const run = (input: string | undefined, ...a: string[]) =>
-    spawnSync(process.execPath, argv(...a), { cwd: dir, encoding: "utf8", env, input, timeout: 60_000 });
-  return { dir, env, argv, run };
-}
+const setup = () => chatSetup(dirs);
 
 it("§19.15 ratchet chat --message answers once and exits; piped lines are a conversation", () => {
   const { run } = setup();

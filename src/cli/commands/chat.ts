@@ -49,18 +49,44 @@ interface ChatFlags {
   fauxRate?: number;
 }
 
-/** The faux provider of the chat: it says what it was told, a few characters at a time. */
+/** A line `/call TOOL {json args}`: the faux model calls TOOL (spec §19.32). */
+const CALL_LINE = /^\/call ([a-zA-Z][a-zA-Z0-9_-]{0,63}) (\{.*\})$/;
+
+/**
+ * The faux provider of the chat: it says what it was told, a few characters at a time. A message
+ * made of `/call TOOL {json}` lines asks it to call those tools (one round, ids from the prompt's
+ * length so a re-request asks the same calls); after their results it names each and whether it
+ * failed (spec §19.32).
+ */
 function chatFaux(rate: number | undefined): LanguageModel {
+  const pace = rate ? { tokensPerSecond: rate } : {};
   return fauxModel({
     modelId: "faux-chat",
     scripts: (_n, call) => {
+      const last = call.prompt[call.prompt.length - 1];
+      if (last?.role === "tool") {
+        const said = last.content.map((p) =>
+          p.type === "tool-result"
+            ? `${p.toolName}${p.output.type === "text" && p.output.value.startsWith("error:") ? " (error)" : ""}`
+            : "",
+        );
+        return { text: `The tools answered: ${said.join(", ")}.`, ...pace };
+      }
       const users = call.prompt.filter((m) => m.role === "user");
-      const last = users[users.length - 1];
+      const user = users[users.length - 1];
       const said =
-        last?.role === "user" ? last.content.map((p) => (p.type === "text" ? p.text : "")).join("") : "";
+        user?.role === "user" ? user.content.map((p) => (p.type === "text" ? p.text : "")).join("") : "";
+      const lines = said.split("\n").filter((l) => l.trim() !== "");
+      if (last === user && lines.length > 0 && lines.every((l) => CALL_LINE.test(l)))
+        return {
+          toolCalls: lines.map((l, i) => {
+            const [, name, args] = CALL_LINE.exec(l)!;
+            return { id: `c${call.prompt.length}-${i}`, name: name!, input: JSON.parse(args!) as unknown };
+          }),
+        };
       return {
         text: `You said: "${said}". This is the faux model; give --provider openai-compatible for a real one.`,
-        ...(rate ? { tokensPerSecond: rate } : {}),
+        ...pace,
       };
     },
   });
@@ -94,6 +120,11 @@ function printer() {
   return {
     event(e: WatchEvent) {
       if (e.kind === "chunk") {
+        // A tool call's live output (its stream `output`), each line marked (spec §19.32).
+        if (e.stream === "output" && typeof e.data === "string") {
+          for (const l of e.data.split("\n").filter((x) => x !== "")) line(`  | ${l}`);
+          return;
+        }
         const c = e.data as { t?: string; d?: string; attempt?: number };
         if (c?.t === "text" && typeof c.d === "string") {
           if (!mid) process.stdout.write("agent> ");
@@ -181,11 +212,20 @@ export function registerChat(program: Command): void {
         const follow = async (from: number) => {
           const p = printer();
           const stop = new AbortController();
-          const onInt = () => void conversations.abort(conv, { timeoutMs: 30_000 }).catch(() => {});
+          let aborting: Promise<unknown> | undefined;
+          const onInt = () => {
+            aborting ??= conversations.abort(conv, { timeoutMs: 30_000 }).catch(() => {});
+          };
           process.on("SIGINT", onInt);
           try {
             for await (const e of watchConversation(ratchet, conv, { from, signal: stop.signal, pollMs: 50 }))
               p.event(e);
+            // spec §19.32: the abort resolves once the run's tree ended bottom-up; then the chat goes on.
+            if (aborting) {
+              await aborting;
+              p.end();
+              process.stdout.write("(aborted)\n");
+            }
           } finally {
             process.off("SIGINT", onInt);
             p.end();
