@@ -8,6 +8,7 @@ import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import { ConfigError, ValidationError } from "../errors.js";
 import type { TaskContext } from "./context.js";
 import { type DefGates, type GateSpec, parseGates } from "./gates.js";
+import { TASK_FACT_OUTCOMES, type TaskFactOutcome } from "./task-facts.js";
 
 /** The Standard Schema interface (zod, valibot, arktype …), the part we use. */
 export interface StandardSchemaV1<Input = unknown, Output = Input> {
@@ -52,6 +53,8 @@ export interface TaskSpec<I, O> extends GateSpec<I> {
    * Throwing blocks the task (`migration_failed`) until other code is registered.
    */
   migrate?(input: unknown, checkpoint: unknown, fromVersion: number): Migrated | Promise<Migrated>;
+  /** Outcomes whose settlement writes a `task.<outcome>` fact to the outbox (spec §21.17). Default none. */
+  facts?: readonly TaskFactOutcome[];
 }
 
 export interface Migrated {
@@ -74,6 +77,8 @@ export interface TaskDefinition<I = any, O = any> {
     | undefined;
   /** Seats, rate limits and fairness (spec §14.9–§14.12). */
   readonly gates?: DefGates | undefined;
+  /** The outcomes reported to the outbox (spec §21.17); undefined when none. */
+  readonly facts?: ReadonlySet<TaskFactOutcome> | undefined;
 }
 
 /** Largest timer Node can arm. */
@@ -181,6 +186,7 @@ export function defineTask<I, O>(spec: TaskSpec<I, O>): TaskDefinition<I, O> {
     onAbort: spec.onAbort,
     migrate: spec.migrate,
     gates: parseGates(name, spec),
+    facts: parseFacts(name, spec.facts),
   });
 }
 
@@ -204,4 +210,15 @@ export async function validateInput(def: TaskDefinition, input: unknown): Promis
     throw new ValidationError(`invalid input for task "${def.name}": ${detail}`);
   }
   return { value: res.value };
+}
+
+/** spec §21.17: the outcomes a task reports to the outbox, checked at definition. */
+function parseFacts(
+  name: string,
+  facts: readonly TaskFactOutcome[] | undefined,
+): ReadonlySet<TaskFactOutcome> | undefined {
+  if (facts === undefined) return undefined;
+  if (!Array.isArray(facts) || !facts.every((f) => (TASK_FACT_OUTCOMES as readonly string[]).includes(f)))
+    throw new ConfigError(`task "${name}": facts must list outcomes among ${TASK_FACT_OUTCOMES.join(", ")}`);
+  return facts.length === 0 ? undefined : new Set(facts);
 }

@@ -27,6 +27,7 @@ import {
 } from "./context.js";
 import type { Migrated, TaskDefinition } from "./definition.js";
 import { retryStore } from "./store-retry.js";
+import { withTaskFacts } from "./task-facts.js";
 
 export type { RunHooks, RunReport } from "./context.js";
 
@@ -347,7 +348,11 @@ function settle(inv: Invocation, reason: EndReason): void {
 function settleNow(inv: Invocation, reason: EndReason): void {
   const deps = inv.deps as ExecutorDeps;
   const { task } = inv;
-  const { settlement, report } = settlementFor(task, inv.fence, inv.definition!, reason, deps);
+  const decided = settlementFor(task, inv.fence, inv.definition!, reason, deps);
+  const { report } = decided;
+  const opted = inv.definition!.facts; // spec §21.17: undefined unless the task opted in
+  const settlement =
+    opted && decided.settlement ? withTaskFacts(decided.settlement, task, opted) : decided.settlement;
   if (!settlement) {
     inv.hooks.settled(inv, report);
     return;

@@ -17,7 +17,7 @@ import type { StoredError } from "../core/json.js";
 import type { Outcome, Status } from "../core/model.js";
 import type { BreakerOps } from "./breakers/ops.js";
 import type { ConversationOps } from "./conversations/types.js";
-import type { OutboxOps } from "./outbox/ops.js";
+import type { FactInput, OutboxOps } from "./outbox/ops.js";
 import type { ScheduleRow, ScheduleSpec } from "./schedules.js";
 import type { StreamAppend, StreamAppendResult, StreamInfo, StreamRead } from "./streams/ops.js";
 import type { UsageOps } from "./usage/ops.js";
@@ -290,7 +290,13 @@ export interface ClaimedTask
   fresh: boolean;
 }
 
-export type Settlement =
+/**
+ * How a claimed run ends. `facts` (spec §21.17, a task's opt-in events) are appended to the outbox
+ * in the settlement's own transaction when it applies ("ok"), and not at all otherwise.
+ */
+export type Settlement = SettlementKind & { readonly facts?: readonly FactInput[] };
+
+type SettlementKind =
   | { kind: "complete"; fence: Fence; result: string }
   /** `refund`: the attempt is given back (a rate limit is not the task's failure, spec §14.8). */
   | { kind: "retry"; fence: Fence; delayMs: number; error: StoredError; refund?: boolean }

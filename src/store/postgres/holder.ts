@@ -1,5 +1,6 @@
 /** Holder writes (spec §3.7–§3.8, §4): steps, heartbeats, progress and settlements, each fenced by the claim token. */
 import { AbortedError, LeaseLostError } from "../../errors.js";
+import { appendFacts } from "../outbox/facts.js";
 import {
   type Fence,
   fenceParams,
@@ -118,7 +119,8 @@ const isPlain = (s: Settlement): s is Completion => s.kind === "complete" && s.f
  */
 export async function settle(core: PgCore, items: readonly Settlement[]): Promise<SettleResult[]> {
   if (items.length === 0) return [];
-  if (!items.every(isPlain)) return settleInTx(core, items);
+  // spec §21.17: a settlement that carries facts needs the transaction they are written in.
+  if (!items.every(isPlain) || items.some((s) => s.facts)) return settleInTx(core, items);
   const first = await core.autocommit((c) => completeMany(core, c, items, true));
   // The drain's batch: all applied, so no per-item key, object, lookup or sort (the same return in the
   // transaction measured 16.3 against 13.7 µs of Node CPU per task, `node dist/bench/drain.js`).
@@ -175,6 +177,8 @@ async function settleInTx(core: PgCore, items: readonly Settlement[]): Promise<S
       wake ||= r.wake;
     }
     out.push(...results);
+    for (let i = 0; i < items.length; i++)
+      if (items[i]!.facts && results[i] === "ok") await core.inTx(c, appendFacts(items[i]!.facts!));
     await core.bumpLive(c, deltas);
     // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
     if (ended.length > 0) await core.inTx(c, reconcile(ended));

@@ -1,5 +1,6 @@
 /** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
 import { fromJson } from "../../core/json.js";
+import { appendFacts } from "../outbox/facts.js";
 import { bySize } from "../sized.js";
 import {
   type Fence,
@@ -131,6 +132,9 @@ export function settle(c: SqliteCore, items: readonly Settlement[]): SettleResul
     for (const [queue, n] of deltas) c.bumpLive(queue, n);
     // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
     if (ended.length > 0) c.inTx(reconcile(ended));
+    // spec §21.17: a task's opt-in facts, with its settlement; none asked for, no SQL.
+    for (let i = 0; i < items.length; i++)
+      if (items[i]!.facts && out[i] === "ok") c.inTx(appendFacts(items[i]!.facts!));
     return out;
   });
 }
