@@ -16,6 +16,7 @@ import { resolve } from "node:path";
 import type { PipelineSpec } from "../core/dispatch/pipeline.js";
 import type { DispatchTimeouts } from "../core/dispatch/timeouts.js";
 import { ConfigError } from "../errors.js";
+import type { OutboxConfig } from "./outbox/config.js";
 import type { WorkerAdapter } from "./workers/adapter.js";
 import { ProcessWorker } from "./workers/process.js";
 import { TmuxWorker } from "./workers/tmux.js";
@@ -39,6 +40,8 @@ export interface DispatchConfig {
   timeouts?: Partial<DispatchTimeouts>;
   leaseMs?: number;
   intervalMs?: number;
+  /** Destinations of the outbox, run by `ratchet dispatch run` and `ratchet outbox send` (spec §21.5). */
+  outbox?: OutboxConfig;
 }
 
 function fail(path: string, msg: string): never {

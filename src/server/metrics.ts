@@ -27,6 +27,7 @@
  */
 import type { Ratchet } from "../engine/ratchet.js";
 import type { EndedTask } from "../store/store.js";
+import { outboxMetrics } from "./metrics-outbox.js";
 
 /** Endings read per scrape (one indexed read). */
 export const SAMPLE = 1_000;
@@ -51,7 +52,7 @@ export function escapeLabel(v: string): string {
   return v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }
 
-function labels(pairs: Record<string, string>): string {
+export function labels(pairs: Record<string, string>): string {
   const parts = Object.entries(pairs).map(([k, v]) => `${k}="${escapeLabel(v)}"`);
   return parts.length ? `{${parts.join(",")}}` : "";
 }
@@ -112,7 +113,7 @@ export class EndingsRecorder {
   }
 }
 
-function family(out: string[], name: string, type: string, help: string): void {
+export function family(out: string[], name: string, type: string, help: string): void {
   out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
 }
 
@@ -195,6 +196,7 @@ export async function renderMetrics(ratchet: Ratchet, rec: EndingsRecorder): Pro
   family(out, "ratchet_breaker_state", "gauge", "Each model breaker's state: 0 closed, 1 half-open, 2 open.");
   for (const b of await ratchet.store.breakers.listBreakers())
     out.push(`ratchet_breaker_state${labels({ key: b.key })} ${BREAKER_LEVEL[b.state]}`);
+  await outboxMetrics(out, ratchet); // spec §21.12
   return `${out.join("\n")}\n`;
 }
 

@@ -172,6 +172,13 @@ export const DISPATCH_PATHS = {
       responses: { ...ok("{ seats }"), ...errors(401) },
     },
   },
+  "/api/outbox": {
+    get: {
+      summary:
+        "Each outbox destination: state (ok, retrying, dead), cursor, lag in facts and seconds, failures, last error (spec §21.12)",
+      responses: { ...ok("{ now, destinations }"), ...errors(401) },
+    },
+  },
   "/api/dispatch/board": {
     get: {
       summary: "A pipeline's items that are not archived, by step, each with its live attempt",

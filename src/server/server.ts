@@ -17,6 +17,7 @@ import type { AddressInfo } from "node:net";
 import { type ServerType, serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { outboxStatus } from "../dispatch/outbox/status.js";
 import { type Logger, silentLogger } from "../engine/options.js";
 import type { Ratchet } from "../engine/ratchet.js";
 import { ConfigError } from "../errors.js";
@@ -147,6 +148,8 @@ export function createServer(ratchet: Ratchet, opts: ServerOptions = {}): Ratche
     const text = await renderMetrics(ratchet, recorder);
     return c.text(text, 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
   });
+  // spec §21.12: each outbox destination's status and lag (the store keeps no secret to leak).
+  app.get("/api/outbox", async (c) => c.json(await outboxStatus(ratchet.store.outbox)));
   app.get("/openapi.json", (c) => c.json(OPENAPI));
   if (opts.dashboard !== false) registerDashboard(app, opts.dashboard ?? defaultDashboardDir());
 

@@ -17,6 +17,7 @@ import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
 import { option, parseInteger, parseJson, UsageError } from "../args.js";
 import { iso, pairs, print, printJson, short, table } from "../format.js";
 import { nextSignal, type Session, withSession } from "../session.js";
+import { senderOf } from "./outbox.js";
 
 const limitOption = option((t) => parseInteger(t, "--limit", 1, 1_000));
 const intervalOption = option((t) => parseInteger(t, "--interval", 10, 60_000));
@@ -85,9 +86,13 @@ function registerRunnerCommands(dispatch: Command): void {
             print(`attempt ${d.attempt}: ${d.action} (${d.rule}) ${d.applied}`);
           for (const e of r.errors) print(`error: attempt ${e.attempt ?? "-"}: ${e.message}`);
         };
+        // spec §21.5: the config's outbox destinations are delivered beside the runner.
+        const sender = senderOf(o.config ?? DEFAULT_DISPATCH_CONFIG, s.ratchet.store);
+        sender?.start();
         const done = runner.run({ intervalMs: o.interval ?? c.intervalMs, onPass });
         await Promise.race([nextSignal().then(() => runner.stop()), done]);
         await done;
+        await sender?.stop();
       });
     });
 
