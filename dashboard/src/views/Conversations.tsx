@@ -2,7 +2,8 @@
  * Conversations (spec §17): the list, and one conversation's transcript, inbox, the task tree of
  * its run in progress, a box to send input and an Abort button. Live by polling the API once a
  * second while mounted (the transcript reads only the entries after the last one it has).
- * The run's live stream output (spec §16.5) shows beside the transcript's tail; each assistant turn
+ * Beside the transcript, the run's tool calls and subagents as a live tree with their output streams
+ * (spec §19.33, §16.5) — the run in progress, or else the conversation's last; each assistant turn
  * shows its usage, cost and route (spec §18.9).
  */
 import { useRef, useState } from "preact/hooks";
@@ -16,8 +17,8 @@ import { call, query } from "../api.js";
 import { short, time } from "../format.js";
 import { usePoll } from "../poll.js";
 import type { Tree } from "../types.js";
-import { Streams } from "./Streams.js";
-import { TreeView, treeIds } from "./TreeView.js";
+import { AgentTree } from "./AgentTree.js";
+import { TreeView } from "./TreeView.js";
 
 /** Entries kept on screen: the newest ones (older ones stay in the API). */
 const MAX_SHOWN = 2_000;
@@ -176,8 +177,11 @@ export function ConversationDetail({ id }: { id: string }) {
   const [inbox, setInbox] = useState<SubmissionRecord[]>([]);
   const [entries, setEntries] = useState<EntryRecord[]>([]);
   const [tree, setTree] = useState<Tree | null>(null);
+  const [lastTree, setLastTree] = useState<Tree | null>(null);
   const [note, setNote] = useState<string | null>(null);
   const next = useRef(0);
+  /** The newest run that wrote an entry: its tree shows when no run is in progress (spec §19.33). */
+  const lastRun = useRef<number | null>(null);
   const path = `/api/conversations/${encodeURIComponent(id)}`;
   const load = async () => {
     const d = await call<{ conversation: ConversationRecord; inbox: SubmissionRecord[] }>(path);
@@ -186,12 +190,19 @@ export function ConversationDetail({ id }: { id: string }) {
     );
     if (page.entries.length > 0) {
       next.current = page.entries[page.entries.length - 1]!.seq + 1;
+      for (const e of page.entries) if (e.taskId !== null && e.kind !== "user") lastRun.current = e.taskId;
       setEntries((old) => [...old, ...page.entries].slice(-MAX_SHOWN));
     }
     setConv(d.conversation);
     setInbox(d.inbox);
     const run = d.conversation.runTaskId;
-    setTree(run === null ? null : await call<Tree>(`/api/tasks/${run}/tree?limit=300`).catch(() => null));
+    const live = run === null ? null : await call<Tree>(`/api/tasks/${run}/tree?limit=300`).catch(() => null);
+    setTree(live);
+    const shown = run ?? lastRun.current;
+    setLastTree(
+      live ??
+        (shown === null ? null : await call<Tree>(`/api/tasks/${shown}/tree?limit=300`).catch(() => null)),
+    );
   };
   const error = usePoll(load, [id]);
   const abort = async () => {
@@ -219,22 +230,23 @@ export function ConversationDetail({ id }: { id: string }) {
           at #{conv.parent.seq}
         </p>
       )}
-      <h3>Transcript</h3>
-      <ol class="transcript" data-section="transcript">
-        {entries.map((e) => (
-          <Entry key={e.seq} e={e} />
-        ))}
-      </ol>
-      {tree && (
-        <div data-section="live-output">
-          {/* spec §16.5: the running run's streams (its turns, its tool calls), live beside the transcript. */}
-          {treeIds(tree)
-            .slice(0, 20)
-            .map((t) => (
-              <Streams key={t} taskId={t} live quiet />
+      <div class="conversation-body">
+        <div class="conversation-main">
+          <h3>Transcript</h3>
+          <ol class="transcript" data-section="transcript">
+            {entries.map((e) => (
+              <Entry key={e.seq} e={e} />
             ))}
+          </ol>
         </div>
-      )}
+        {lastTree && (
+          <aside class="conversation-side" data-section="live-output">
+            {/* spec §19.33, §16.5: tool calls and subagents, each with its streams, live beside the transcript. */}
+            <h3>Tool calls and subagents {tree === null && <span class="muted">(last run)</span>}</h3>
+            <AgentTree tree={lastTree} />
+          </aside>
+        )}
+      </div>
       <SendBox id={conv.id} onSent={() => void load()} />
       <h3>Inbox</h3>
       {inbox.length === 0 ? (
