@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { type ProcessGroupRecord, reapGroup, recordGroup } from "../../src/agent/env/groups.js";
+import { alive } from "../fixtures/procs.js";
 
 const started: number[] = [];
 afterEach(() => {
@@ -23,15 +24,6 @@ function leftover(): ProcessGroupRecord {
   child.unref();
   started.push(child.pid!);
   return recordGroup(child.pid!);
-}
-
-function alive(pid: number): boolean {
-  try {
-    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return s.slice(s.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
 }
 
 describe("reaping a leftover process group (spec §19.30)", () => {

@@ -53,16 +53,6 @@ export function output(child: ChildProcess) {
   };
 }
 
-/** Whether `pid` runs (a zombie waiting for its reaper does not). */
-export function alive(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
 export function exited(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((r) => child.once("exit", (code) => r(code)));

@@ -10,7 +10,8 @@ import path from "node:path";
 import { afterEach, expect, it } from "vitest";
 import { Ratchet, silentLogger } from "../../src/index.js";
 import { until } from "../engine/helpers.js";
-import { alive, chatSetup, exited, output } from "./chat-kit.js";
+import { alive } from "../fixtures/procs.js";
+import { chatSetup, exited, output } from "./chat-kit.js";
 
 const dirs: string[] = [];
 const pids: number[] = [];

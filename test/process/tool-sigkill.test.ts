@@ -5,11 +5,12 @@
  * dead worker had committed, and is not run again. The bash command's process group, with a sleep in
  * its background, outlives the dead worker; the rerun kills it before it answers (spec §19.30).
  */
-import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import type { ToolCallOutcome } from "../../src/agent/tools/calls.js";
 import { Ratchet, silentLogger } from "../../src/index.js";
+import { alive, groupMembers } from "../fixtures/procs.js";
 import { toolCalls, turn } from "../fixtures/tool-tasks.js";
 import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
 import { FixtureProcess, ledgerLines, Sandbox, waitUntil } from "./harness.js";
@@ -27,32 +28,6 @@ function worker(store: string, schema: string | undefined, hang: boolean): Fixtu
     if (before === undefined) delete process.env.RATCHET_TEST_HANG;
     else process.env.RATCHET_TEST_HANG = before;
   }
-}
-
-/** Whether `pid` runs (a zombie waiting for a reaper does not). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** The live processes of group `pgid`. */
-function groupMembers(pgid: number): number[] {
-  return readdirSync("/proc")
-    .filter((n) => /^\d+$/.test(n))
-    .filter((n) => {
-      try {
-        const f = readFileSync(`/proc/${n}/stat`, "utf8");
-        const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
-        return Number(rest[2]) === pgid && rest[0] !== "Z";
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 async function killMidRound(sb: Sandbox, store: string, schema?: string): Promise<void> {
