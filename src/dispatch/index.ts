@@ -105,6 +105,13 @@ export type {
   SeatRow,
 } from "../store/dispatch/ops.js";
 export {
+  type LinkSource,
+  type PullLink,
+  PullOps,
+  type PullRow,
+  pullOps,
+} from "../store/pulls/ops.js";
+export {
   buildWorkers,
   DEFAULT_DISPATCH_CONFIG,
   type DispatchConfig,
@@ -122,6 +129,7 @@ export {
   type RepoRef,
 } from "./forge/forge.js";
 export { GitHubForge, type GitHubForgeOptions } from "./forge/github.js";
+export { type Look, PullWatcher, type PullWatcherOptions, type WatchReport } from "./forge/watcher.js";
 export type { RunnerOptions } from "./runner/context.js";
 export { DispatchRunner, type PassReport } from "./runner/runner.js";
 export { outcomeOf } from "./runner/settle.js";

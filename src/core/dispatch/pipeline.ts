@@ -10,14 +10,16 @@
  */
 import { type ConfigError, RatchetError } from "../../errors.js";
 import { ATTEMPT_MODES, type AttemptMode, FORCED_FAILURES, type ForcedFailure } from "./model.js";
+import { PR_WAITS, type PrWait } from "./pulls.js";
 import { DEFAULT_STEP_TIMEOUT_MINUTES, resolveSleep, type SleepRules } from "./timeouts.js";
 
 export type EdgeKey = "succeeded" | "failed" | ForcedFailure;
 export const EDGE_KEYS: readonly EdgeKey[] = ["succeeded", "failed", ...FORCED_FAILURES];
 
+/** `waitFor`: the item moves on only once its pull request is merged, closed or has green checks (spec §22.7). */
 export type Edge =
-  | { readonly to: string; readonly resume?: boolean; readonly max?: number }
-  | { readonly end: "done" | "closed" };
+  | { readonly to: string; readonly resume?: boolean; readonly max?: number; readonly waitFor?: PrWait }
+  | { readonly end: "done" | "closed"; readonly waitFor?: PrWait };
 
 /** How a step's session is started: strings may hold `{{item.id}}`, `{{input.a.b}}`, `{{attempt.id}}`, `{{step}}`. */
 export interface SpawnTemplate {
@@ -66,7 +68,9 @@ export type PipelineProblem =
   | "unknown_step"
   | "unknown_worker"
   | "unreachable_step"
-  | "unbounded_cycle";
+  | "unbounded_cycle"
+  /** An edge waits on a pull request but no forge watches pull requests (spec §22.7). */
+  | "no_forge";
 
 /** A pipeline refused at registration (spec §20.10). Nothing was registered. */
 export class PipelineError extends RatchetError {
@@ -126,6 +130,8 @@ function checkEdge(p: string, step: string, key: string, e: Edge | undefined): v
   if (!(EDGE_KEYS as readonly string[]).includes(key))
     fail(p, "invalid", `step "${step}": unknown outcome "${key}"`);
   if (typeof e !== "object" || e === null) fail(p, "invalid", `step "${step}" on.${key} must be an edge`);
+  if (e.waitFor !== undefined && !(PR_WAITS as readonly unknown[]).includes(e.waitFor))
+    fail(p, "invalid", `step "${step}" on.${key}.waitFor must be one of ${PR_WAITS.join(", ")}`);
   if ("end" in e) {
     if (e.end !== "done" && e.end !== "closed")
       fail(p, "invalid", `step "${step}" on.${key}.end must be done or closed`);
@@ -219,9 +225,14 @@ function checkGraph(p: string, steps: ReadonlyMap<string, Step>, start: string):
  * spec §20.10.
  * Invariant: a refused pipeline throws PipelineError with the problem and the
  * steps involved, and nothing is registered; `workers`, when given, are the
- * worker kinds the runner has adapters for.
+ * worker kinds the runner has adapters for; `o.forge: false` says no forge
+ * watches pull requests, so no edge may wait on one (spec §22.7).
  */
-export function definePipeline(spec: PipelineSpec, workers?: ReadonlySet<string>): Pipeline {
+export function definePipeline(
+  spec: PipelineSpec,
+  workers?: ReadonlySet<string>,
+  o: { forge?: boolean } = {},
+): Pipeline {
   const name = typeof spec?.name === "string" ? spec.name : "?";
   if (!NAME_RE.test(name)) fail(name, "invalid", `the name must match ${NAME_RE}`);
   if (!Array.isArray(spec.steps) || spec.steps.length === 0 || spec.steps.length > MAX_STEPS)
@@ -243,6 +254,17 @@ export function definePipeline(spec: PipelineSpec, workers?: ReadonlySet<string>
   const start = spec.start ?? spec.steps[0]!.name;
   if (!steps.has(start)) fail(name, "unknown_step", `the start step "${start}" is not a step`, [start]);
   checkGraph(name, steps, start);
+  // spec §22.7: a wait on a pull request that no watcher follows would never end.
+  const waiting = [...steps.values()].filter((s) =>
+    Object.values(s.on).some((e) => e?.waitFor !== undefined),
+  );
+  if (o.forge === false && waiting.length > 0)
+    fail(
+      name,
+      "no_forge",
+      `step "${waiting[0]!.name}" has an edge that waits on a pull request, and no forge is configured`,
+      waiting.map((s) => s.name),
+    );
   let sleep: SleepRules;
   try {
     sleep = resolveSleep(spec.sleep);

@@ -4,13 +4,26 @@
  */
 import type { ForcedFailure } from "./model.js";
 import type { EdgeKey, Pipeline, SpawnTemplate } from "./pipeline.js";
+import type { PrWait } from "./pulls.js";
 
 /** A JSON value as parsed from an item's stored input. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [k: string]: JsonValue };
 
+/** `wait`: the edge's pull-request wait (spec §22.7), absent when it has none. */
 export type Route =
-  | { readonly kind: "step"; readonly to: string; readonly resume: boolean; readonly edge: string }
-  | { readonly kind: "end"; readonly state: "done" | "closed"; readonly edge: string | null };
+  | {
+      readonly kind: "step";
+      readonly to: string;
+      readonly resume: boolean;
+      readonly edge: string;
+      readonly wait?: PrWait;
+    }
+  | {
+      readonly kind: "end";
+      readonly state: "done" | "closed";
+      readonly edge: string | null;
+      readonly wait?: PrWait;
+    };
 
 /**
  * The route of a settled attempt: its forced failure's own edge, else
@@ -35,10 +48,11 @@ export function routeOf(
     const edge = step?.on[key];
     if (!edge) continue;
     const id = `${phase}:${key}`;
-    if ("end" in edge) return { kind: "end", state: edge.end, edge: id };
+    const wait = edge.waitFor ? { wait: edge.waitFor } : {};
+    if ("end" in edge) return { kind: "end", state: edge.end, edge: id, ...wait };
     if (edge.max !== undefined && (taken[id] ?? 0) >= edge.max)
       return { kind: "end", state: "closed", edge: id };
-    return { kind: "step", to: edge.to, resume: edge.resume === true, edge: id };
+    return { kind: "step", to: edge.to, resume: edge.resume === true, edge: id, ...wait };
   }
   return { kind: "end", state: succeeded ? "done" : "closed", edge: null };
 }

@@ -33,6 +33,12 @@ export interface RunnerOptions {
    * made, not yet applied). A test can pause or kill the runner there.
    */
   debug?: (point: "launched" | "decided", attemptId: string) => Promise<void>;
+  /**
+   * The forge hosts whose pull-request URLs in close-outs are linked to their attempts (spec §22.4),
+   * e.g. `["github.com"]`. Given when a watcher follows pull requests; without it no edge may wait on
+   * one (`no_forge`, spec §22.7) and nothing is linked.
+   */
+  pullHosts?: readonly string[];
 }
 
 /** What an attempt's stored spawn holds: the request, and the kept session it revives (if any). */
@@ -53,6 +59,7 @@ export class RunnerContext {
   readonly id: string;
   readonly random: Random;
   readonly debug: NonNullable<RunnerOptions["debug"]> | null;
+  readonly pullHosts: readonly string[] | null;
   /** Worker kinds backing off after a capacity refusal, until when (read each pass, spec §20.21). */
   readonly backoffUntil = new Map<string, number>();
 
@@ -65,7 +72,7 @@ export class RunnerContext {
     }
     const kinds = new Set(this.workers.keys());
     for (const spec of o.pipelines) {
-      const p = definePipeline(spec, kinds);
+      const p = definePipeline(spec, kinds, { forge: o.pullHosts !== undefined });
       if (this.pipelines.has(p.name)) throw new ConfigError(`pipeline "${p.name}" is registered twice`);
       this.pipelines.set(p.name, p);
     }
@@ -80,6 +87,7 @@ export class RunnerContext {
     this.id = o.id ?? `${hostname()}:${process.pid}:${Math.floor(Math.random() * 1e9).toString(36)}`;
     this.random = o.random ?? systemRandom;
     this.debug = o.debug ?? null;
+    this.pullHosts = o.pullHosts ? [...o.pullHosts] : null;
   }
 
   stepOf(a: { pipeline: string; phase: string }): Step | null {

@@ -105,7 +105,8 @@ export class DispatchRunner {
     const { ctx } = this;
     const step = ctx.pipelines.get(item.pipeline)?.steps.get(item.step);
     const worker = step ? ctx.workers.get(step.worker) : undefined;
-    if (!step || !worker) return;
+    // spec §22.7: an item waiting on its pull request starts nothing until a watcher ends the wait.
+    if (!step || !worker || item.prWait !== null) return;
     const kept = item.resumeNext && item.kept?.worker === step.worker ? item.kept : null;
     const input = JSON.parse(item.input) as JsonValue;
     const r = await ctx.ops.startAttempt({

@@ -2,10 +2,12 @@
  * Settlement (spec §20.11, §20.13, §20.23): the outcome of an attempt the
  * table settles, its item's route, and its kept session, written together.
  */
+import { findPullUrls } from "../../core/dispatch/links.js";
 import type { ForcedFailure, Instant } from "../../core/dispatch/model.js";
 import { routeOf } from "../../core/dispatch/route.js";
 import { shouldKeep } from "../../core/dispatch/sessions.js";
 import type { AttemptRow, ItemRoute, KeepWrite, MoveResult } from "../../store/dispatch/ops.js";
+import { pullOps } from "../../store/pulls/ops.js";
 import { type Closeout, parseCloseout, type WorkerAdapter } from "../workers/adapter.js";
 import type { RunnerContext } from "./context.js";
 
@@ -42,6 +44,7 @@ export async function settle(
         ? await worker.closeout(a.session)
         : null;
   const succeeded = outcomeOf(forced, closeout, exitCode);
+  if (closeout !== null) await linkCloseout(ctx, a, closeout);
   const item = await ctx.ops.getItem(a.itemId);
   const pipeline = ctx.pipelines.get(a.pipeline);
   let route: ItemRoute | null = null;
@@ -51,10 +54,28 @@ export async function settle(
     const taken = r.edge === null ? item.taken : { ...item.taken, [r.edge]: (item.taken[r.edge] ?? 0) + 1 };
     // spec §20.29: an item routed on after a usage limit waits for the limit to reset.
     const notBefore = forced === "usage-limit" ? a.usageResetsAt : null;
+    // spec §22.7: an edge that waits on the pull request leaves the item open, waiting, at its target
+    // step (or, for an end edge, at its step, to end once the wait is over).
     route =
       r.kind === "step"
-        ? { step: r.to, state: "open", taken, resumeNext: r.resume, notBefore }
-        : { step: a.phase, state: r.state, taken, resumeNext: false, notBefore: null };
+        ? {
+            step: r.to,
+            state: "open",
+            taken,
+            resumeNext: r.resume,
+            notBefore,
+            prWait: r.wait && { for: r.wait },
+          }
+        : r.wait
+          ? {
+              step: a.phase,
+              state: "open",
+              taken,
+              resumeNext: false,
+              notBefore: null,
+              prWait: { for: r.wait, end: r.state },
+            }
+          : { step: a.phase, state: r.state, taken, resumeNext: false, notBefore: null };
     if (shouldKeep(pipeline, a, succeeded, sessionStopped))
       keep = {
         expect: item.kept,
@@ -69,4 +90,16 @@ export async function settle(
   };
   // A session not confirmed stopped is a stray, which later passes look for and stop (spec §20.26).
   return ctx.ops.settleAttempt(ctx.guard(a), s, route, keep, { ...(detail as object), succeeded, route });
+}
+
+/**
+ * Links the pull requests a close-out names (its summary and data) to the
+ * attempt, before it settles, so the settlement's route sees them (spec
+ * §22.4, §22.7). Only when the runner was given forge hosts.
+ */
+async function linkCloseout(ctx: RunnerContext, a: AttemptRow, c: Closeout): Promise<void> {
+  if (ctx.pullHosts === null) return;
+  const text = `${c.summary ?? ""}\n${c.data === null || c.data === undefined ? "" : JSON.stringify(c.data)}`;
+  const pulls = pullOps(ctx.store);
+  for (const f of findPullUrls(text, ctx.pullHosts)) await pulls.link(a.id, f, "url");
 }

@@ -8,6 +8,7 @@
 
 import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
 import type { OutboxOps } from "../../store/outbox/ops.js";
+import { registerPullTests } from "../../testing/conformance/pulls.js";
 import type { ConformanceRunner } from "../../testing/conformance.js";
 import { FakeClock } from "../../testing/fake-clock.js";
 import { registerDispatchStoreCases } from "./store-cases.js";
@@ -52,6 +53,7 @@ export function registerDispatchStoreContract(opts: DispatchStoreContractOptions
     registerDispatchStoreCases(define);
     registerDispatchSessionCases(define);
     registerDispatchOutboxCases(define);
+    registerPullTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {
       if (runner.afterAll) runner.afterAll(() => cleanup());

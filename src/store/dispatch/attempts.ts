@@ -11,9 +11,11 @@ import type {
   ForcedFailure,
   LiveAttemptState,
 } from "../../core/dispatch/model.js";
+import type { ItemPrWait } from "../../core/dispatch/pulls.js";
 import type { ItemState, KeptSession } from "../../core/dispatch/sessions.js";
 import type { FactInput } from "../../core/outbox.js";
 import { appendFacts } from "../outbox/facts.js";
+import { releaseWait } from "../pulls/waits.js";
 import { one, type Program, q } from "../tree/program.js";
 import { A, E, event, I } from "./items.js";
 import { type AttemptEvent, type AttemptRow, toAttempt, toEvent } from "./rows.js";
@@ -149,6 +151,8 @@ export interface ItemRoute {
   readonly resumeNext: boolean;
   /** No attempt of the item starts before this instant (spec §20.29). */
   readonly notBefore: number | null;
+  /** The item waits for its pull request before it moves on (spec §22.7); its state is then `open`. */
+  readonly prWait?: ItemPrWait | null;
 }
 
 /** The kept-session write (spec §20.13): applied only if the item's slot still holds `expect`. */
@@ -194,7 +198,7 @@ export function* settleAttempt(
     );
     const moved = yield* one<{ id: unknown; pipeline: string; step: string; state: ItemState }>(
       `UPDATE ${I} SET step = :step, state = :state, taken = :taken, resume_next = :resume, updated_at = :now,
-         not_before = CAST(:notBefore AS bigint), ended_at = ${ends ? ":now" : "NULL"}
+         not_before = CAST(:notBefore AS bigint), pr_wait = :prWait, ended_at = ${ends ? ":now" : "NULL"}
        WHERE id = CAST(:item AS bigint) AND state = 'running' RETURNING id, pipeline, step, state`,
       {
         item: a.itemId,
@@ -203,9 +207,12 @@ export function* settleAttempt(
         taken: JSON.stringify(route.taken),
         resume: route.resumeNext ? 1 : 0,
         notBefore: route.notBefore,
+        prWait: route.prWait ? JSON.stringify(route.prWait) : null,
       },
     );
     if (moved && was) out.push(itemMoved({ ...moved, id: String(moved.id) }, was));
+    // spec §22.7: a pull request already in the state waited for lets the item move on at once.
+    if (route.prWait) out.push(...(yield* releaseWait(a.itemId)));
   }
   let kept: boolean | undefined;
   if (keep) kept = yield* casKept(a.itemId, keep.expect, keep.value);

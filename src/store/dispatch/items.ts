@@ -117,7 +117,7 @@ export function* closeItem(id: string): Program<{ item: ItemRow; closing: string
  */
 export function* moveItem(id: string, from: string, to: string): Program<ItemRow | null> {
   const r = yield* one(
-    `UPDATE ${I} SET step = :to, updated_at = :now
+    `UPDATE ${I} SET step = :to, pr_wait = NULL, updated_at = :now
      WHERE id = CAST(:id AS bigint) AND state = 'open' AND step = :from RETURNING *`,
     { id, from, to },
   );
@@ -163,7 +163,8 @@ export type StartResult =
   | { readonly kind: "stale" }
   | { readonly kind: "seat_full"; readonly held: number; readonly limit: number }
   | { readonly kind: "backoff"; readonly until: number }
-  | { readonly kind: "not_before"; readonly until: number };
+  | { readonly kind: "not_before"; readonly until: number }
+  | { readonly kind: "pr_wait" };
 
 /**
  * Starts an attempt for an open item (spec §20.6, §20.19): the item must
@@ -185,6 +186,8 @@ export function* startAttempt(s: StartSpec): Program<StartResult> {
   // spec §20.29: an item waiting for a usage limit to reset starts nothing before then.
   if (item.not_before != null && Number(item.not_before) > now)
     return { kind: "not_before", until: Number(item.not_before) };
+  // spec §22.7: an item waiting on its pull request starts nothing until the wait ends.
+  if (item.pr_wait != null) return { kind: "pr_wait" };
   const seat = yield* one<{ seat_limit: number | null; backoff_until: number | null }>(
     `SELECT seat_limit, backoff_until FROM ${SEATS} WHERE worker = :worker`,
     { worker: s.worker },

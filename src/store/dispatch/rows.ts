@@ -6,6 +6,7 @@ import type {
   ClosingCause,
   ForcedFailure,
 } from "../../core/dispatch/model.js";
+import type { ItemPrWait } from "../../core/dispatch/pulls.js";
 import type { ItemState, KeptSession } from "../../core/dispatch/sessions.js";
 
 export interface ItemRow {
@@ -22,6 +23,8 @@ export interface ItemRow {
   readonly kept: KeptSession | null;
   /** No attempt starts before this instant (a usage limit's reset, spec §20.29). */
   readonly notBefore: number | null;
+  /** The pull-request state it waits for before it moves on (spec §22.7), or null. */
+  readonly prWait: ItemPrWait | null;
   readonly createdAt: number;
   readonly updatedAt: number;
   readonly endedAt: number | null;
@@ -79,6 +82,8 @@ export function toItem(r: Record<string, unknown>): ItemRow {
     resumeNext: Number(r.resume_next) === 1,
     kept: r.kept === null || r.kept === undefined ? null : (JSON.parse(r.kept as string) as KeptSession),
     notBefore: num(r.not_before),
+    prWait:
+      r.pr_wait === null || r.pr_wait === undefined ? null : (JSON.parse(r.pr_wait as string) as ItemPrWait),
     createdAt: Number(r.created_at),
     updatedAt: Number(r.updated_at),
     endedAt: num(r.ended_at),

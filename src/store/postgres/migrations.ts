@@ -6,6 +6,7 @@
  */
 import { DISPATCH_SCHEMA_PG } from "../dispatch/schema.js";
 import { OUTBOX_SCHEMA_PG } from "../outbox/schema.js";
+import { PULLS_SCHEMA_PG } from "../pulls/schema.js";
 
 export const PG_MIGRATIONS: readonly { version: number; sql: string }[] = [
   {
@@ -590,6 +591,11 @@ ALTER TABLE {s}.ratchet_dispatch_items ADD COLUMN not_before bigint;
     version: 16,
     // The outbox's facts and destinations (spec §21.1, §21.6); the text is shared with SQLite.
     sql: OUTBOX_SCHEMA_PG,
+  },
+  {
+    version: 17,
+    // Linked pull requests, their links to attempts, and items' waits on them (spec §22.4, §22.7); the text is shared with SQLite.
+    sql: PULLS_SCHEMA_PG,
   },
 ];
 

@@ -8,6 +8,7 @@
 import type Database from "better-sqlite3";
 import { DISPATCH_SCHEMA_SQLITE } from "../dispatch/schema.js";
 import { OUTBOX_SCHEMA_SQLITE } from "../outbox/schema.js";
+import { PULLS_SCHEMA_SQLITE } from "../pulls/schema.js";
 
 export interface Migration {
   version: number;
@@ -416,6 +417,11 @@ ALTER TABLE ratchet_dispatch_items ADD COLUMN not_before INTEGER;
     version: 13,
     // The outbox's facts and destinations (spec §21.1, §21.6); the text is shared with PostgreSQL.
     sql: OUTBOX_SCHEMA_SQLITE,
+  },
+  {
+    version: 14,
+    // Linked pull requests, their links to attempts, and items' waits on them (spec §22.4, §22.7); the text is shared with PostgreSQL.
+    sql: PULLS_SCHEMA_SQLITE,
   },
 ];
 
