@@ -3,6 +3,7 @@ export type { Clock, Random } from "./core/clock.js";
 export type { Outcome, Status } from "./core/model.js";
 export type {
   ChildOutcome,
+  ChildSpec,
   EventOutcome,
   FencedWrite,
   Refusal,

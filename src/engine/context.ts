@@ -11,7 +11,6 @@ import type { Clock } from "../core/clock.js";
 import type { StoredError } from "../core/json.js";
 import { toStorableJson } from "../core/json.js";
 import type { Outcome } from "../core/model.js";
-import { MAX_PRIORITY, MIN_PRIORITY } from "../core/priority.js";
 import {
   AbortedError,
   DuplicateStepError,
@@ -23,6 +22,7 @@ import {
 import type {
   ClaimedTask,
   Fence,
+  NewChild,
   SettleResult,
   StepWrite,
   Store,
@@ -30,11 +30,11 @@ import type {
   WaitPolicy,
 } from "../store/store.js";
 import { eventResultKey } from "../store/tree/keys.js";
-import { MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
+import { MAX_SPAWN_BATCH, MAX_WAIT_MEMBERS } from "../store/tree/ops.js";
 import type { Batcher } from "./batcher.js";
 import type { Deadline, Deadlines } from "./deadlines.js";
-import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition, validateInput } from "./definition.js";
-import { gatesFor } from "./gates.js";
+import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition } from "./definition.js";
+import { type ChildSpec, childOf, type SpawnOptions } from "./spawn.js";
 import { retryStore } from "./store-retry.js";
 import { InvocationStreams, type StreamDeps, type StreamWriter } from "./stream.js";
 import { checkRead, readChunks, type StreamChunk, StreamWaiters } from "./stream-reader.js";
@@ -81,6 +81,11 @@ export interface TaskContext {
    * (after a crash, a wait, a sleep) gets the same child's id back (spec §12.1).
    */
   spawn<I>(name: string, task: TaskDefinition<I> | string, input?: I, opts?: SpawnOptions): Promise<number>;
+  /**
+   * Spawns several children as ctx.spawn does, in one store transaction (spec §12.1): all are
+   * checked first, then created (or found) together; ids in the order given.
+   */
+  spawnMany<I>(children: readonly ChildSpec<I>[]): Promise<number[]>;
   /**
    * Waits until every task in `ids` is terminal and returns their outcomes in
    * the order given. The task is parked meanwhile (no worker slot) and runs
@@ -136,15 +141,8 @@ export interface StepOptions {
 
 const STEP_KEYS: ReadonlySet<string> = new Set(["commit"]);
 
-export interface SpawnOptions {
-  /** A background child is outside its owner's abort cascade and completing hold (spec §12.2). */
-  background?: boolean;
-  priority?: number;
-  delayMs?: number;
-  queue?: string;
-}
+export type { ChildSpec, SpawnOptions };
 
-const SPAWN_KEYS: ReadonlySet<string> = new Set(["background", "priority", "delayMs", "queue"]);
 const WAIT_KEYS: ReadonlySet<string> = new Set(["policy"]);
 const EVENT_KEYS: ReadonlySet<string> = new Set(["timeoutMs"]);
 
@@ -539,53 +537,26 @@ export class Invocation implements TaskContext {
     input?: I,
     opts: SpawnOptions = {},
   ): Promise<number> {
+    const [id] = await this.spawnMany([{ name, task: task as TaskDefinition | string, input, opts }]);
+    return id!;
+  }
+
+  /** spec §12.1: every child checked before anything is written, then one store transaction. */
+  async spawnMany<I>(children: readonly ChildSpec<I>[]): Promise<number[]> {
     this.#live();
-    const n = checkName(name, "spawn name");
     if (this.mode === "abort") {
       throw new InvalidStateError("an abort handler cannot spawn children (spec §12.1)");
     }
-    const def = this.#deps.resolve(task as TaskDefinition | string);
-    if (opts === null || typeof opts !== "object")
-      throw new ValidationError("spawn options must be an object");
-    checkKeys(opts, SPAWN_KEYS, "spawn options"); // spec §2.1: no option is silently ignored
-    const background = opts.background ?? false;
-    if (typeof background !== "boolean") throw new ValidationError("spawn background must be a boolean");
-    const priority = opts.priority ?? def.priority;
-    if (!Number.isInteger(priority) || priority < MIN_PRIORITY || priority > MAX_PRIORITY)
-      throw new ValidationError(`spawn priority must be an integer in [${MIN_PRIORITY}, ${MAX_PRIORITY}]`);
-    const delayMs = opts.delayMs ?? 0;
-    if (typeof delayMs !== "number" || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > MAX_MS)
-      throw new ValidationError(`spawn delayMs must be an integer in [0, ${MAX_MS}]`);
-    const queue = checkName(opts.queue ?? def.queue, "queue");
-    const { value } = await validateInput(def, input);
-    const text = toStorableJson(
-      value === undefined ? null : value,
-      `input of child "${n}"`,
-      this.#deps.maxPayloadBytes,
-    );
+    if (!Array.isArray(children) || children.length > MAX_SPAWN_BATCH)
+      throw new ValidationError(`spawnMany needs an array of at most ${MAX_SPAWN_BATCH} children`);
+    const made: NewChild[] = [];
+    for (const c of children) made.push(await childOf(this.#deps, this.job, c as ChildSpec));
     this.#live();
-    const child = {
-      spawnName: n,
-      background,
-      task: {
-        name: def.name,
-        version: def.version,
-        queue,
-        input: text,
-        priority,
-        maxMs: def.maxMs,
-        maxAttempts: def.retry.maxAttempts,
-        delayMs,
-        dedupe: null,
-        job: this.job,
-        gates: gatesFor(def.name, def.gates, value),
-        needs: [],
-      },
-    };
+    if (made.length === 0) return [];
     const r = await this.#holder(() =>
-      this.#deps.store.spawn(this.fence, child, { maxDepth: this.#deps.maxDepth }),
+      this.#deps.store.spawnMany(this.fence, made, { maxDepth: this.#deps.maxDepth }),
     );
-    return r.id;
+    return r.map((x) => x.id);
   }
 
   /** spec §12.3. */

@@ -521,6 +521,15 @@ export interface Store {
 
   /** Creates (or finds, by owner and spawn name) a child of the fenced, unmarked task. */
   spawn(fence: Fence, child: NewChild, opts: EnqueueOptions): Promise<{ id: TaskId; created: boolean }>;
+  /**
+   * Several spawns of one holder in one transaction, in order (spec §12.1): all or none; at most
+   * MAX_SPAWN_BATCH children.
+   */
+  spawnMany(
+    fence: Fence,
+    children: readonly NewChild[],
+    opts: EnqueueOptions,
+  ): Promise<{ id: TaskId; created: boolean }[]>;
   /** Validates a wait (spec §12.3) and either returns the terminal members or parks the task. */
   waitTasks(fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult>;
   /** Consumes a signal if sent, reports a passed deadline, or parks the task until either (spec §12.7). */

@@ -101,6 +101,42 @@ forEachBackend(() => {
       await expectCode(() => r.enqueue(top, null, { scope: "" }), "RATCHET_INVALID_INPUT");
     });
 
+    it("§12.1 spawnMany makes a round of children once, in order; a rerun gets the same ids; one bad child writes none", async () => {
+      const leaf = defineTask({ name: "leaf", run: (_c, i: number) => i * 10 });
+      const seen: number[][] = [];
+      let bad: string | undefined;
+      let runs = 0;
+      const t = defineTask({
+        name: "round",
+        retry: { maxAttempts: 2, baseMs: 0, capMs: 0 },
+        async run(ctx: TaskContext) {
+          try {
+            await ctx.spawnMany([
+              { name: "ok", task: leaf, input: 1 },
+              { name: "bad", task: leaf, input: Number.NaN },
+            ]);
+          } catch (e) {
+            bad = (e as { code: string }).code;
+          }
+          const idsNow = await ctx.spawnMany([1, 2, 3].map((i) => ({ name: `k${i}`, task: leaf, input: i })));
+          seen.push(idsNow);
+          if (++runs === 1) throw new Error("crash after spawning");
+          return (await ctx.waitFor(idsNow)).map((o) => o.result);
+        },
+      });
+      const r = await openRatchet([leaf, t]);
+      const id = await r.enqueue(t);
+      await until(async () => {
+        await drain(r);
+        return terminal(r, id);
+      }, "the round to finish");
+      expect(bad).toBe("RATCHET_INVALID_JSON");
+      expect(seen).toHaveLength(2);
+      expect(seen[1]).toEqual(seen[0]);
+      expect((await r.get(id))!.result).toEqual([10, 20, 30]);
+      expect((await r.tree(id)).children.map((c) => c.task.spawnName)).toEqual(["k1", "k2", "k3"]);
+    });
+
     it("§12.1 an abort handler cannot spawn; spawn input is validated before anything is written", async () => {
       const leaf = defineTask({ name: "leaf", run: () => 1 });
       const codes: string[] = [];

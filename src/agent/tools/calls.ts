@@ -198,15 +198,19 @@ export function defineToolCalls(o: ToolCallsOptions): ToolCalls {
       else last.push(c);
     }
     for (const group of groups) {
-      const ids: number[] = [];
-      for (const c of group)
-        ids.push(
-          await ctx.spawn(`tool:${c.callId}`, task, {
+      // One transaction for the round's calls (spec §12.1), not one per call: a PostgreSQL commit
+      // each made a round of 8 calls 8 WAL flushes before the first call could start.
+      const ids = await ctx.spawnMany(
+        group.map((c) => ({
+          name: `tool:${c.callId}`,
+          task,
+          input: {
             ...c,
             cwd: ro.cwd,
             ...(ro.conversationId === undefined ? {} : { conversationId: ro.conversationId }),
-          } satisfies ToolCallInput),
-        );
+          } satisfies ToolCallInput,
+        })),
+      );
       const ended = await ctx.waitFor(ids);
       for (const [i, e] of ended.entries()) {
         const c = group[i]!;

@@ -152,6 +152,8 @@ export class PostgresStore implements Store {
   // Task trees (spec §12): the shared programs of src/store/tree, one transaction each.
   spawn = (fence: Fence, child: NewChild, opts: EnqueueOptions) =>
     this.core.program(() => tree.spawn(fence, child, opts.maxDepth(child.task.queue)));
+  spawnMany = (fence: Fence, children: readonly NewChild[], opts: EnqueueOptions) =>
+    this.core.program(() => tree.spawnMany(fence, children, (q) => opts.maxDepth(q)));
   waitTasks = (fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult> =>
     this.core.program(() => tree.waitTasks(fence, members, policy));
   waitEvent = (fence: Fence, name: string, untilMs: number): Promise<EventWaitResult> =>

@@ -216,6 +216,14 @@ export class SqliteStore implements Store {
     return this.#c.program(() => tree.spawn(fence, child, opts.maxDepth(child.task.queue)));
   }
 
+  async spawnMany(
+    fence: Fence,
+    children: readonly NewChild[],
+    opts: EnqueueOptions,
+  ): Promise<{ id: TaskId; created: boolean }[]> {
+    return this.#c.program(() => tree.spawnMany(fence, children, (q) => opts.maxDepth(q)));
+  }
+
   async waitTasks(fence: Fence, members: readonly TaskId[], policy: WaitPolicy): Promise<WaitResult> {
     return this.#c.program(() => tree.waitTasks(fence, members, policy));
   }

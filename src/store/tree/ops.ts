@@ -50,6 +50,8 @@ const DEF = "{s}.ratchet_definitions";
 /** Bounds (spec §12.11). */
 export const MAX_WAIT_MEMBERS = 1000;
 export const MAX_CHILDREN = 10_000;
+/** Children one spawnMany writes at most (as many as one wait may name). */
+export const MAX_SPAWN_BATCH = MAX_WAIT_MEMBERS;
 const MAX_ROUNDS = 10_000;
 const MAX_CYCLE_VISITS = 100_000;
 
@@ -470,6 +472,83 @@ export function* spawn(
 }
 
 /**
+ * spec §12.1: several spawns of one holder in one transaction, in order, set-wise: one fence check,
+ * one lookup of the names already spawned, one admission per queue (spec §2.7) and one insert per
+ * new child. A round of 8 tool calls was 8 transactions of ~11 statements each on PostgreSQL (a
+ * round trip and, per commit, a WAL flush each); a rerun that finds them all is one lookup.
+ * A refusal or a full queue rolls back all.
+ */
+export function* spawnMany(
+  fence: Fence,
+  children: readonly NewChild[],
+  maxDepth: (queue: string) => number,
+): Program<{ id: TaskId; created: boolean }[]> {
+  if (children.length > MAX_SPAWN_BATCH)
+    throw new ValidationError(`at most ${MAX_SPAWN_BATCH} children per spawnMany (got ${children.length})`);
+  if (fence.mode === "abort")
+    throw new InvalidStateError(
+      "an abort handler cannot spawn children (spec §12.1): its task is being aborted",
+    );
+  const owner = yield* fenced(fence);
+  if (typeof owner === "string") refusal(owner, fence);
+  if (children.length === 0) return [];
+  const names = [...new Set(children.map((c) => c.spawnName))];
+  const found = yield* q<{ id: number; spawn_name: string }>(
+    `SELECT id, spawn_name FROM ${T} WHERE owner_id = :id AND spawn_name IN @texts(names)`,
+    { id: owner.id, names },
+  );
+  const ids = new Map(found.map((r) => [r.spawn_name, Number(r.id)]));
+  const fresh: NewChild[] = [];
+  for (const c of children)
+    if (!ids.has(c.spawnName)) {
+      ids.set(c.spawnName, -1);
+      fresh.push(c);
+    }
+  const made = new Set<string>();
+  if (fresh.length > 0) {
+    const count = yield* one<{ n: number }>(`SELECT count(*) AS n FROM ${T} WHERE owner_id = :id`, {
+      id: owner.id,
+    });
+    if (Number(count?.n ?? 0) + fresh.length > MAX_CHILDREN)
+      throw new ValidationError(`task ${owner.id} may own at most ${MAX_CHILDREN} children`);
+    yield* admit(
+      fresh.map((c) => c.task.queue),
+      maxDepth,
+    );
+    const at = { owner: owner.id, scope: owner.scope ?? String(owner.id), admitted: true };
+    for (const c of fresh) {
+      const detached = owner.detached === 1 || c.background;
+      const id = yield* insertOwned(
+        c.task,
+        { ...at, background: c.background, detached, spawnName: c.spawnName },
+        0,
+      );
+      ids.set(c.spawnName, id);
+      made.add(c.spawnName);
+    }
+    yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: owner.id });
+    if (fresh.some((c) => c.task.delayMs <= 0)) yield { op: "notify" };
+  }
+  // A name given twice in one call is one child: created for its first place only.
+  return children.map((c) => {
+    const first = made.delete(c.spawnName);
+    return { id: ids.get(c.spawnName)!, created: first };
+  });
+}
+
+/** spec §2.7: the new tasks per queue against each queue's maxDepth, then its live counter. */
+function* admit(queues: readonly string[], maxDepth: (queue: string) => number): Program<void> {
+  const added = new Map<string, number>();
+  for (const qn of queues) added.set(qn, (added.get(qn) ?? 0) + 1);
+  for (const [queue, n] of [...added].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const live = (yield { op: "live", queue }) as number;
+    const max = maxDepth(queue);
+    if (live + n > max) throw new QueueFullError(queue, live, max, n);
+    yield { op: "bump", queue, n };
+  }
+}
+
+/**
  * Writes a task that is not enqueued from outside — a spawned child (spec §12.1), a task a
  * conversation's commit creates (spec §17.4) — in the caller's transaction: counted by admission like
  * any task of its queue (spec §2.7), due now or waiting for its delay, its flow gates applied, its
@@ -483,11 +562,15 @@ export function* insertOwned(
     background: boolean;
     detached: boolean;
     spawnName: string | null;
+    /** Admission (spec §2.7), the owner's mark and the notify are the caller's (spawnMany). */
+    admitted?: boolean;
   },
   maxDepth: number,
 ): Program<TaskId> {
-  const live = (yield { op: "live", queue: t.queue }) as number;
-  if (live + 1 > maxDepth) throw new QueueFullError(t.queue, live, maxDepth, 1);
+  if (!at.admitted) {
+    const live = (yield { op: "live", queue: t.queue }) as number;
+    if (live + 1 > maxDepth) throw new QueueFullError(t.queue, live, maxDepth, 1);
+  }
   const delay = Math.max(0, t.delayMs);
   const row = yield* one<{ id: number }>(
     `INSERT INTO ${T} (queue, name, version, input, status, priority, order_key, max_ms, max_attempts, run_after, wake_at,
@@ -517,6 +600,7 @@ export function* insertOwned(
   const id = Number(row!.id);
   if (delay > 0) yield* q(`UPDATE ${T} SET wake_at = run_after WHERE id = :id`, { id });
   if (t.gates) yield* applyGates(id, t.queue, t.priority, t.gates);
+  if (at.admitted) return id;
   if (at.owner !== null) yield* q(`UPDATE ${T} SET owns = 1 WHERE id = :id AND owns = 0`, { id: at.owner });
   yield { op: "bump", queue: t.queue, n: 1 };
   if (delay === 0) yield { op: "notify" };

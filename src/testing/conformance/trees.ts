@@ -50,6 +50,33 @@ export function registerTreeTests(it: Define): void {
     expect(await store.children(p!)).toHaveLength(2);
   });
 
+  it("§12.1 spawnMany creates a round of children in one transaction, in order; a repeat finds them; a refusal or a full queue writes none", async ({
+    store,
+    expect,
+  }) => {
+    const [p] = await ids(store, [newTask({ name: "p" })]);
+    const c = await claimId(store, p!);
+    const made = await store.spawnMany(fenceOf(c), [child("a"), child("b"), child("c")], unlimited);
+    expect(made.map((m) => m.created)).toEqual([true, true, true]);
+    expect((await store.children(p!)).map((t) => t.spawnName)).toEqual(["a", "b", "c"]);
+    const again = await store.spawnMany(fenceOf(c), [child("a"), child("d"), child("c")], unlimited);
+    expect(again.map((m) => m.created)).toEqual([false, true, false]);
+    expect(again[0]!.id).toBe(made[0]!.id);
+    expect(again[2]!.id).toBe(made[2]!.id);
+    expect(await store.spawnMany(fenceOf(c), [], unlimited)).toEqual([]);
+    await rejection(
+      () =>
+        store.spawnMany({ taskId: p!, token: c.epoch + 1, claimedAt: c.claimedAt }, [child("x")], unlimited),
+      "RATCHET_LEASE_LOST",
+    );
+    // Five live tasks in the queue already: the second new child would pass a depth of 6, so neither is made.
+    await rejection(
+      () => store.spawnMany(fenceOf(c), [child("y"), child("z")], { maxDepth: () => 6 }),
+      "RATCHET_QUEUE_FULL",
+    );
+    expect((await store.children(p!)).map((t) => t.spawnName)).toEqual(["a", "b", "c", "d"]);
+  });
+
   it("§12.4 an owner that completes with a live child holds its outcome; the child's end finalizes it", async ({
     store,
     expect,
