@@ -130,6 +130,28 @@ export {
 } from "./forge/forge.js";
 export { GitHubForge, type GitHubForgeOptions } from "./forge/github.js";
 export { type Look, PullWatcher, type PullWatcherOptions, type WatchReport } from "./forge/watcher.js";
+export { type OutboxConfig, outboxOptionsOf, type SinkConfig } from "./outbox/config.js";
+export { noticeOf, noticeSink, nullNotifier, WebhookNotifier } from "./outbox/notices.js";
+export { type Destination, OutboxSender, type SenderOptions, type SendReport } from "./outbox/sender.js";
+export {
+  BATCH_TYPE,
+  batchBody,
+  FileSink,
+  StdoutSink,
+  WebhookSink,
+  type WebhookSinkOptions,
+} from "./outbox/sinks.js";
+export { type DestinationStatus, outboxStatus } from "./outbox/status.js";
+export {
+  type Batch,
+  DeliveryError,
+  type Fact,
+  NOTICE_KINDS,
+  type Notice,
+  type NoticeKind,
+  type Notifier,
+  type Sink,
+} from "./outbox/types.js";
 export type { RunnerOptions } from "./runner/context.js";
 export { DispatchRunner, type PassReport } from "./runner/runner.js";
 export { outcomeOf } from "./runner/settle.js";

@@ -20,6 +20,7 @@
  * does not take, and only by the sender that holds the lease (spec §21.8).
  */
 import { hostname } from "node:os";
+import { setTimeout as delay } from "node:timers/promises";
 import { type Clock, type Random, systemClock, systemRandom } from "../../core/clock.js";
 import {
   type BatchBounds,
@@ -272,7 +273,8 @@ export class OutboxSender {
         } catch (e) {
           this.#opts.onError?.(e);
         }
-        if (wait > 0) await sleep(wait, this.#stop.signal);
+        // An abort (stop) ends the wait early; it is not an error here.
+        if (wait > 0) await delay(wait, undefined, { signal: this.#stop.signal }).catch(() => {});
       }
     })();
   }
@@ -285,16 +287,4 @@ export class OutboxSender {
     for (const r of this.#dests) await this.#o.release(r.d.name, this.holder).catch(() => {});
     for (const r of this.#dests) await r.d.sink.close?.().catch(() => {});
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((res) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      res();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -4,24 +4,19 @@
  * writes facts in the transaction of the change they describe; a sender reads
  * them per destination, in order, and hands bounded batches to that
  * destination's sink. Sinks and notifiers implement these types; nothing here
- * touches the store.
+ * reads or writes the store (a fact's shape is the store's row, FactRow).
  */
+import type { FactRow } from "../../store/outbox/destinations.js";
 
-/** One fact, as a sink receives it. */
-export interface Fact {
-  /** Stable across redeliveries and senders: receivers deduplicate on it (at-least-once). */
-  readonly id: string;
-  /** The fact's position in the outbox; facts reach a destination in ascending `seq`. */
-  readonly seq: string;
-  /** Dotted kind, e.g. `attempt.moved`, `item.moved`, `pr.state`, `task.completed`, `notice.attention`. */
-  readonly type: string;
-  /** What it is about, e.g. `attempt:12`, `item:3`, `pr:owner/repo#7`, `task:41`. */
-  readonly subject: string;
-  /** Milliseconds since the epoch, the store's clock in the emitting transaction. */
-  readonly at: number;
-  /** The fact's JSON payload. */
-  readonly data: unknown;
-}
+/**
+ * One fact, as a sink receives it (spec §21.1): `id` is stable across
+ * redeliveries and senders (receivers deduplicate on it, at-least-once);
+ * facts reach a destination in ascending `seq`; `type` is a dotted kind
+ * (`attempt.moved`, `item.moved`, `pr.state`, `task.completed`,
+ * `notice.attention`); `subject` what it is about (`attempt:12`); `at` the
+ * emitting transaction's clock; `data` its JSON payload.
+ */
+export type Fact = FactRow;
 
 /** A batch for one destination: facts in ascending `seq`, bounded by count and wire bytes. */
 export interface Batch {
