@@ -30,6 +30,7 @@ import type { ThinkingLevel } from "./config.js";
 import type { Extensions } from "./extensions.js";
 import { type HooksSpec, hooksOf } from "./hooks.js";
 import { promptOf } from "./prompt.js";
+import { applyControl, handoffFromTool } from "./reset.js";
 import { runHookedRound } from "./round.js";
 import { defineRun, type RunContext, type RunDefinition, type RunSpec } from "./run.js";
 import { planSections, renderSections, shownSections } from "./sections.js";
@@ -138,6 +139,8 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
         await rc.answer({ kind: "custom", name: "compacted", data: c });
         return null;
       }
+      // spec §19.26–§19.27: a reset or handoff that started this run is applied first.
+      if ((await applyControl(rc, await rc.inputs(), "control-start")).kind === "ended") return null;
       for (let turn = 0; turn < maxTurns; turn++) {
         // spec §19.22, §19.24: configuration, extensions and hooks, resolved once for this turn.
         const setup = await setupTurn(spec, rc, calls);
@@ -230,7 +233,15 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
             } satisfies ToolResultData,
           })),
         });
-        await rc.boundary(`turn-${turn}`);
+        // spec §19.27: a tool's handoff (the last in call order) starts the fresh context before the
+        // boundary, so steers placed there stay in it.
+        const handing = outcomes.filter((o) => o.result.control?.handoff).at(-1);
+        if (handing)
+          await handoffFromTool(rc, `handoff-${turn}`, handing.tool, handing.result.control!.handoff!);
+        const steers = await rc.boundary(`turn-${turn}`);
+        // spec §19.26: a reset or handoff placed at this boundary applies here.
+        if ((await applyControl(rc, steers, `control-${turn}`)).kind === "ended") return null;
+        if (handing) continue;
         // spec §19.21: a tool's result may end the run after its round.
         const stop = outcomes.find((o) => o.result.control?.terminate);
         if (stop) {

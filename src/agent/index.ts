@@ -80,6 +80,8 @@ export {
   section,
 } from "./extensions.js";
 export { type AgentHooks, composeHooks, type HooksSpec } from "./hooks.js";
+// Reset and handoff (spec §19.26–§19.27).
+export { type ControlInput, handoff, type ResetData, reset } from "./reset.js";
 export type { RunDefinition, RunInput, RunSpec, TenantSeat } from "./run.js";
 export { defineRun, RUN_SEAT_GROUP, RUN_TENANT_GROUP, RunContext, runsAmong } from "./run.js";
 export { defineSubagent, type Subagent, type SubagentOptions } from "./subagents.js";

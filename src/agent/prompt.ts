@@ -64,11 +64,14 @@ export function promptOf(instructions: string | undefined, entries: readonly Ent
     } else if (e.kind === "system") out.push({ role: "system", content: textOf(e.data) });
     else if (e.kind === "compaction" || e.kind === "reset") {
       const t = textOf(e.data);
-      if (t)
-        out.push({
-          role: "user",
-          content: [{ type: "text", text: `[summary of the conversation so far]\n${t}` }],
-        });
+      // spec §19.26–§19.27: a handoff's note is the next agent's message; a reset's, a note kept.
+      const label =
+        e.kind === "compaction"
+          ? "[summary of the conversation so far]\n"
+          : (e.data as { reason?: unknown } | null)?.reason === "handoff"
+            ? ""
+            : "[note kept from before the reset]\n";
+      if (t) out.push({ role: "user", content: [{ type: "text", text: `${label}${t}` }] });
     } else if (e.kind === "assistant") {
       const d = e.data as AssistantData;
       if (d?.error && !d.text && !d.toolCalls) continue;

@@ -22,6 +22,7 @@ import { registerEnqueue } from "./commands/enqueue.js";
 import { registerInspect } from "./commands/inspect.js";
 import { registerModels } from "./commands/models.js";
 import { registerOutbox } from "./commands/outbox.js";
+import { registerReset } from "./commands/reset.js";
 import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerSteer } from "./commands/steer.js";
@@ -66,6 +67,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerConversations(program);
   registerChat(program);
   registerCompact(program);
+  registerReset(program);
   registerDispatch(program);
   registerOutbox(program);
   registerDemo(program);

@@ -115,6 +115,48 @@ export const CONVERSATION_PATHS = {
       },
     },
   },
+  "/api/conversations/{id}/reset": {
+    post: {
+      summary: "Start a fresh context, at once when idle, else at the run's next boundary (spec §19.26)",
+      parameters: [convParam],
+      requestBody: {
+        required: false,
+        ...json({
+          type: "object",
+          properties: { note: { type: "string", maxLength: 100_000 }, requestId: { type: "string" } },
+        }),
+      },
+      responses: {
+        ...ok("{ submission, created: true }", anyObject, "201"),
+        ...ok("{ submission, created: false }: the requestId's first submission"),
+        ...errors(400, 401, 403, 404, 415),
+      },
+    },
+  },
+  "/api/conversations/{id}/handoff": {
+    post: {
+      summary:
+        "Hand off to another agent configuration with a fresh context that starts with the note (spec §19.27)",
+      parameters: [convParam],
+      requestBody: {
+        required: true,
+        ...json({
+          type: "object",
+          required: ["note"],
+          properties: {
+            note: { type: "string", minLength: 1, maxLength: 100_000 },
+            config: anyObject,
+            requestId: { type: "string" },
+          },
+        }),
+      },
+      responses: {
+        ...ok("{ submission, created: true }", anyObject, "201"),
+        ...ok("{ submission, created: false }: the requestId's first submission"),
+        ...errors(400, 401, 403, 404, 415),
+      },
+    },
+  },
   "/api/submissions/{id}": {
     get: {
       summary: "One submission: queued, placed, done (answerSeq) or unanswered (reason)",

@@ -13,6 +13,7 @@
 import type { TaskContext } from "../../engine/context.js";
 import type { StandardSchemaV1 } from "../../engine/definition.js";
 import { ConfigError } from "../../errors.js";
+import type { AgentConfig } from "../config.js";
 import type { ExecutionEnv } from "../env/types.js";
 import { type TruncateLimits, truncateText } from "./truncate.js";
 
@@ -38,8 +39,15 @@ export interface ToolResult {
   isError?: boolean;
   /** For the application and the UI, not sent to the model. */
   details?: unknown;
-  /** `terminate`: end the run after this round, its answer the turn's text (spec §19.21). */
-  control?: { terminate?: boolean };
+  /**
+   * `terminate`: end the run after this round, its answer the turn's text (spec §19.21). `handoff`:
+   * after this round, start a fresh context whose first message is the note, under the configuration
+   * fields given (spec §19.27).
+   */
+  control?: {
+    terminate?: boolean;
+    handoff?: string | { note: string; config?: AgentConfig };
+  };
 }
 
 export interface ToolSpec<A> {

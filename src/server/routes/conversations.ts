@@ -12,12 +12,17 @@
  * - POST /api/conversations/:id/abort {background?}   — withdraws queued inputs, aborts the run's
  *   tree and answers once the conversation is idle
  * - POST /api/conversations/:id/close                — closes it: later input refused, queued withdrawn
+ * - POST /api/conversations/:id/reset {note?, requestId?} — a fresh context, at the next boundary
+ *   when busy (spec §19.26); 201 new, 200 for a repeated requestId
+ * - POST /api/conversations/:id/handoff {note, config?, requestId?} — a fresh context under another
+ *   agent configuration (spec §19.27)
  * - GET  /api/tasks/:id/entries                       — the entries a task wrote
  * Submitting needs the run (`defineRun`) among the server's definitions; reading does not.
  */
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { Conversations } from "../../agent/conversations.js";
+import { handoff, reset } from "../../agent/reset.js";
 import { watchEntries } from "../../agent/watch.js";
 import type { Ratchet } from "../../engine/ratchet.js";
 import { ClosedError, ValidationError } from "../../errors.js";
@@ -138,6 +143,24 @@ export function registerConversationRoutes(
     onlyKeys(body, [], "close");
     return c.json({ closed: await ops().closeConversation(id) });
   });
+
+  // spec §19.26–§19.27: a reset or handoff is a submission (idempotent by requestId).
+  for (const control of ["reset", "handoff"] as const)
+    app.post(`/api/conversations/:id/${control}`, async (c) => {
+      const id = conversationId(c.req.param("id"));
+      const body = await readObject(c.req);
+      onlyKeys(body, control === "reset" ? ["note", "requestId"] : ["note", "config", "requestId"], control);
+      if (body.requestId !== undefined && typeof body.requestId !== "string")
+        throw new ValidationError(`${control}: requestId must be a string`);
+      if (!(await ops().getConversation(id)))
+        throw new HttpError(404, "RATCHET_NOT_FOUND", `conversation "${id}" not found`);
+      const o = body as { note?: string; config?: never; requestId?: string };
+      const s =
+        control === "reset"
+          ? await reset(writer(), id, o)
+          : await handoff(writer(), id, { ...o, note: o.note as string });
+      return c.json({ submission: s.record, created: s.created }, s.created ? 201 : 200);
+    });
 
   app.get("/api/conversations/:id/events", async (c) => {
     const id = conversationId(c.req.param("id"));
