@@ -18,6 +18,14 @@ import { ConfigError } from "../errors.js";
 import { generate, type TurnResult } from "../models/generate.js";
 import type { LanguageModel, ModelPrompt } from "../models/stream.js";
 import {
+  applyBackground,
+  BACKGROUND_KEY,
+  defineBackgroundCompaction,
+  inFlight,
+  softLimit,
+  startBackground,
+} from "./background.js";
+import {
   type CompactionPolicy,
   compact,
   contextFor,
@@ -117,7 +125,12 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
   const modelOf = () =>
     typeof spec.model === "function" ? (spec.model as () => LanguageModel)() : spec.model;
 
-  const def = defineRun<null>({
+  const background = defineBackgroundCompaction(
+    spec.name,
+    () => def,
+    (name) => (name === undefined ? modelOf() : spec.models?.[name]),
+  );
+  const def: RunDefinition<null> = defineRun<null>({
     name: spec.name,
     version: spec.version,
     maxMs,
@@ -142,6 +155,9 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
       // spec §19.26–§19.27: a reset or handoff that started this run is applied first.
       if ((await applyControl(rc, await rc.inputs(), "control-start")).kind === "ended") return null;
       for (let turn = 0; turn < maxTurns; turn++) {
+        // spec §19.28: a background summary that ended meanwhile is applied (or dropped) first.
+        const state = await rc.state();
+        if (await applyBackground(rc, state)) delete state[BACKGROUND_KEY];
         // spec §19.22, §19.24: configuration, extensions and hooks, resolved once for this turn.
         const setup = await setupTurn(spec, rc, calls);
         hooks = setup.hooks;
@@ -155,8 +171,20 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
         const prepare = (tag: string) => preparePrompt(rc, setup, `system-${turn}${tag}`);
         let prompt = await prepare("");
         // spec §19.18: near the window, compact before asking.
-        if (promptTokens(prompt) > limit && (await compactAs(`compact-${turn}`, "threshold", model)).applied)
+        const tokens = promptTokens(prompt);
+        if (tokens > limit && (await compactAs(`compact-${turn}`, "threshold", model)).applied)
           prompt = await prepare("-compacted");
+        else if (
+          tokens > softLimit(limit, spec.compaction?.backgroundTokens) &&
+          tokens <= limit &&
+          !inFlight(state) &&
+          (await hooks.beforeCompact?.({ conversationId: rc.conversationId, reason: "background" })) !== false
+        )
+          // spec §19.28: past the soft threshold, summarise beside the conversation.
+          await startBackground(rc, background, turn, {
+            keepRecentTokens: keepRecentTokens(),
+            ...(setup.config.model === undefined ? {} : { model: setup.config.model }),
+          });
         // A long answer keeps the run's lease (spec §3.8): maxMs stays short, so a dead worker's
         // run is taken over soon after, while a live one streams as long as the model talks.
         const beat = setInterval(
@@ -257,7 +285,10 @@ export function defineAgent(spec: AgentSpec): RunDefinition<null> {
     },
   });
   // spec §19.24: the Conversations that serves this agent registers its extensions' tasks.
-  def.attach = (ratchet) => spec.extensions?.attach(ratchet);
+  def.attach = (ratchet) => {
+    if (!ratchet.definitions().includes(background)) ratchet.register(background);
+    spec.extensions?.attach(ratchet);
+  };
   return def;
 }
 

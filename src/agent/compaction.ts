@@ -26,6 +26,11 @@ export interface CompactionPolicy {
   reserveTokens?: number;
   /** About how many tokens of the most recent entries are kept verbatim. Default 20,000. */
   keepRecentTokens?: number;
+  /**
+   * How far below contextWindow − reserveTokens a compaction starts in the background (spec §19.28).
+   * Default 32,768, at most a quarter of that limit; 0 turns background compaction off.
+   */
+  backgroundTokens?: number;
 }
 
 export const DEFAULT_RESERVE_TOKENS = 16_384;
@@ -51,15 +56,28 @@ export function promptTokens(prompt: ModelPrompt): number {
   return Math.ceil(JSON.stringify(prompt).length / 4);
 }
 
+/** What `contextFor` reads: a run's context, or a conversation's from outside its run. */
+export interface ContextReader {
+  context(limit?: number): Promise<EntryRecord[]>;
+  entries(range: { from?: number; to?: number; limit?: number }): Promise<EntryRecord[]>;
+}
+
 /** The entries the model sees: the newest head, the range it kept, what came after (spec §19.19). */
-export async function contextFor(rc: RunContext): Promise<EntryRecord[]> {
+export async function contextFor(rc: ContextReader): Promise<EntryRecord[]> {
   const ctx = await rc.context();
   const head = ctx[0];
   const kept =
     (head?.kind === "compaction" ? (head.data as { keptFrom?: number | null }).keptFrom : null) ?? null;
   if (head === undefined || kept === null || kept >= head.seq) return ctx;
-  const range = await rc.entries({ from: kept, to: head.seq - 1, limit: 10_000 });
+  // `to` is exclusive (spec §17.2): the kept range runs up to the compaction entry itself.
+  const range = await rc.entries({ from: kept, to: head.seq, limit: 10_000 });
   return [head, ...range.filter((e) => e.seq < head.seq), ...ctx.slice(1)];
+}
+
+/** The seq of the context's head (its newest reset or compaction), or null: what a summary is made for. */
+export async function headOf(rc: ContextReader): Promise<number | null> {
+  const [first] = await rc.context(1);
+  return first && (first.kind === "reset" || first.kind === "compaction") ? first.seq : null;
 }
 
 /** Where the verbatim tail starts: about `keep` tokens back, at a user entry (a turn's start). */
@@ -94,9 +112,52 @@ export interface CompactResult {
   seq?: number;
 }
 
+/** A compaction entry's data (spec §19.19). */
+export interface CompactionData {
+  text: string;
+  keptFrom: number | null;
+  summarized: [number, number];
+  tokensBefore: number;
+  reason: string;
+}
+
+/**
+ * spec §19.19: what a summary of `entries` covers — the entries before the verbatim tail — or null
+ * when there is nothing old enough. An overflow or a request keeps at most half of the context.
+ */
+export function selectSummary(
+  entries: readonly EntryRecord[],
+  keepRecentTokens: number,
+  reason: string,
+): { older: EntryRecord[]; keptFrom: number | null; total: number } | null {
+  const total = entries.reduce((n, e) => n + entryTokens(e), 0);
+  const keep =
+    reason === "threshold" || reason === "background"
+      ? keepRecentTokens
+      : Math.min(keepRecentTokens, Math.floor(total / 2));
+  const k = splitPoint(entries, keep);
+  const older = entries.slice(0, k);
+  if (older.length === 0 || (older.length === 1 && older[0]!.kind === "compaction")) return null;
+  return { older, keptFrom: entries[k]?.seq ?? null, total };
+}
+
+/** The summary of `older`, asked as the durable turn `name` of the calling task (spec §18.7). */
+export async function summarize(
+  ctx: TaskContext,
+  o: { name: string; model: LanguageModel; conversationId: string },
+  older: readonly EntryRecord[],
+): Promise<string> {
+  const prompt: ModelPrompt = [
+    { role: "system", content: SUMMARY_INSTRUCTIONS },
+    { role: "user", content: [{ type: "text", text: transcript(older) }] },
+  ];
+  const r = await generate(ctx, { name: o.name, model: o.model, prompt, conversationId: o.conversationId });
+  return r.text;
+}
+
 /**
  * spec §19.19: summarises the entries before the verbatim tail with a durable turn named `name`
- * and appends the compaction entry, unless the context's head moved meanwhile (stale).
+ * and appends the compaction entry, unless the context's head moved meanwhile (stale, §19.20).
  */
 export async function compact(
   rc: RunContext,
@@ -104,38 +165,32 @@ export async function compact(
   o: { name: string; model: LanguageModel; keepRecentTokens: number; reason: string },
 ): Promise<CompactResult> {
   const entries = await contextFor(rc);
-  const headSeq = (await rc.context(1))[0]?.seq ?? null;
-  // An overflow (or a request) must shrink the context whatever the policy keeps: at most half of it.
-  const total = entries.reduce((n, e) => n + entryTokens(e), 0);
-  const keep =
-    o.reason === "threshold" ? o.keepRecentTokens : Math.min(o.keepRecentTokens, Math.floor(total / 2));
-  const k = splitPoint(entries, keep);
-  const older = entries.slice(0, k);
-  if (older.length === 0 || (older.length === 1 && older[0]!.kind === "compaction"))
-    return { applied: false, reason: "nothing-to-summarize" };
-  const prompt: ModelPrompt = [
-    { role: "system", content: SUMMARY_INSTRUCTIONS },
-    { role: "user", content: [{ type: "text", text: transcript(older) }] },
-  ];
-  const r = await generate(ctx, { name: o.name, model: o.model, prompt, conversationId: rc.conversationId });
-  // spec §19.20: applied only to the context it was made for.
-  const nowHead = (await rc.context(1))[0]?.seq ?? null;
-  if (nowHead !== headSeq) return { applied: false, reason: "stale" };
-  const keptFrom = entries[k]?.seq ?? null;
-  const c = await rc.commit(o.name, {
-    entries: [
-      {
-        kind: "compaction",
-        data: {
-          text: r.text,
-          keptFrom,
-          summarized: [older[0]!.seq, older[older.length - 1]!.seq],
-          tokensBefore: total,
-          reason: o.reason,
-        },
-      },
-    ],
+  const headSeq = await headOf(rc);
+  const sel = selectSummary(entries, o.keepRecentTokens, o.reason);
+  if (!sel) return { applied: false, reason: "nothing-to-summarize" };
+  const text = await summarize(ctx, { ...o, conversationId: rc.conversationId }, sel.older);
+  return applySummary(rc, o.name, headSeq, {
+    text,
+    keptFrom: sel.keptFrom,
+    summarized: [sel.older[0]!.seq, sel.older[sel.older.length - 1]!.seq],
+    tokensBefore: sel.total,
+    reason: o.reason,
   });
+}
+
+/** spec §19.20: appends the summary only if the context's head is still the one it was made for. */
+export async function applySummary(
+  rc: RunContext,
+  name: string,
+  madeForHead: number | null,
+  data: CompactionData,
+  state?: Record<string, unknown>,
+): Promise<CompactResult> {
+  if ((await headOf(rc)) !== madeForHead) {
+    if (state) await rc.commit(name, { state });
+    return { applied: false, reason: "stale" };
+  }
+  const c = await rc.commit(name, { entries: [{ kind: "compaction", data }], ...(state ? { state } : {}) });
   return { applied: true, ...(c.seqs[0] === undefined ? {} : { seq: c.seqs[0] }) };
 }
 

@@ -199,6 +199,11 @@ export class RunContext {
     return this.#c.context(this.conversationId, { limit });
   }
 
+  /** A task's record, e.g. one this run started through a commit (null when pruned). */
+  task(id: number) {
+    return this.#c.ratchet.get(id);
+  }
+
   /** Commits entries, state and tasks atomically, once per `name` (spec §17.4). */
   async commit(name: string, c: CommitInput): Promise<CommitResult> {
     return this.#c.commitAs(this.conversationId, c, this.#key(`commit:${name}`), this.#ctx);

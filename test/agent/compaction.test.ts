@@ -26,7 +26,8 @@ forEachBackend(() => {
     it("§19.18 §19.19 near the window the older entries are summarised and recent ones kept verbatim; the next prompts carry the summary", async () => {
       const { model, agent } = setup(
         (_n, p) => (isSummary(p) ? { text: "SUMMARY of the early talk" } : { text: "noted. ".repeat(5) }),
-        { contextWindow: 400, reserveTokens: 100, keepRecentTokens: 60 },
+        // backgroundTokens 0: the inline path alone (spec §19.28 has its own tests).
+        { contextWindow: 400, reserveTokens: 100, keepRecentTokens: 60, backgroundTokens: 0 },
       );
       const r = await openRatchet([agent.task]);
       const c = new Conversations(r, { run: agent });
