@@ -13,6 +13,13 @@ const seq = (name: string, description: string) => query(name, { type: "integer"
 const limit = (def: number, max: number) =>
   query("limit", { type: "integer", minimum: 1, maximum: max, default: def }, "Most items to return.");
 
+/** What a reset or handoff answers (spec §19.29): the submission, as a submission does. */
+const controlResponses = {
+  ...ok("{ submission, created: true }", anyObject, "201"),
+  ...ok("{ submission, created: false }: the requestId's first submission"),
+  ...errors(400, 401, 403, 404, 415),
+};
+
 export const CONVERSATION_PATHS = {
   "/api/conversations": {
     get: {
@@ -126,11 +133,7 @@ export const CONVERSATION_PATHS = {
           properties: { note: { type: "string", maxLength: 100_000 }, requestId: { type: "string" } },
         }),
       },
-      responses: {
-        ...ok("{ submission, created: true }", anyObject, "201"),
-        ...ok("{ submission, created: false }: the requestId's first submission"),
-        ...errors(400, 401, 403, 404, 415),
-      },
+      responses: controlResponses,
     },
   },
   "/api/conversations/{id}/handoff": {
@@ -150,11 +153,7 @@ export const CONVERSATION_PATHS = {
           },
         }),
       },
-      responses: {
-        ...ok("{ submission, created: true }", anyObject, "201"),
-        ...ok("{ submission, created: false }: the requestId's first submission"),
-        ...errors(400, 401, 403, 404, 415),
-      },
+      responses: controlResponses,
     },
   },
   "/api/submissions/{id}": {
