@@ -11,6 +11,7 @@ export type ModelFigure = StoreFigure;
 const CONCURRENCY = 16;
 const GENERATIONS = 100;
 const TOKENS = 200;
+const LATENCY_TURNS = 200;
 const PROMPT = [{ role: "user" as const, content: [{ type: "text" as const, text: "hi" }] }];
 
 const instant = fauxModel({ scripts: [{ text: "an instant answer", chunkChars: 4 }] });
@@ -36,8 +37,27 @@ const tokens = defineTask({
   },
 });
 
+/** Wall time inside the task of one generate() turn, one task at a time (the turn's own latency). */
+const latencies: number[] = [];
+const timed = defineTask({
+  name: "bench-turn-timed",
+  async run(ctx) {
+    const t0 = performance.now();
+    const r = await generate(ctx, { name: "answer", model: instant, prompt: PROMPT });
+    latencies.push(performance.now() - t0);
+    return r.text.length;
+  },
+});
+
 function open(store: BenchStore, pgUrl: string) {
-  return openFresh(store, pgUrl, [turn, step, tokens], "models");
+  return openFresh(store, pgUrl, [turn, step, tokens, timed], "models");
+}
+
+/** Median ms of one turn inside its task, `n` turns one at a time. */
+async function turnLatency(store: "sqlite" | "pg", pgUrl: string, n: number): Promise<number> {
+  latencies.length = 0;
+  await drainRun(store, pgUrl, timed, n, 1);
+  return median(latencies.slice(Math.min(20, n >> 2)));
 }
 
 /** Tasks per second: `n` tasks of `def`, CONCURRENCY at a time; also the worker's CPU µs per task. */
@@ -78,6 +98,7 @@ export async function runModelBench(o: {
     const steps: number[] = [];
     const overhead: number[] = [];
     const cpuTok: number[] = [];
+    const latency: number[] = [];
     for (let i = 0; i < o.runs; i++) {
       progress(`models ${store}: run ${i + 1}/${o.runs} (${o.turns} turns, ${o.turns} one-step tasks)`);
       const [t] = await drainRun(store, o.pgUrl, turn, o.turns, CONCURRENCY);
@@ -90,10 +111,13 @@ export async function runModelBench(o: {
       );
       const [, cpuPerGen] = await drainRun(store, o.pgUrl, tokens, GENERATIONS, GENERATIONS);
       cpuTok.push(cpuPerGen / TOKENS);
+      progress(`models ${store}: run ${i + 1}/${o.runs} (${LATENCY_TURNS} turns one at a time)`);
+      latency.push(await turnLatency(store, o.pgUrl, LATENCY_TURNS));
     }
     add(`turns through generate(), instant faux, ${CONCURRENCY} at a time`, "turns/s", turns);
     add("  the same tasks with one ctx.step instead (the engine's floor)", "tasks/s", steps);
     add("  overhead of a turn over a step, per task", "µs", overhead);
+    add("one turn's wall time inside its task, one task at a time (median)", "ms", latency);
     add(`CPU per streamed token, ${GENERATIONS} generations at 100 tokens/s, 100 ms interval`, "µs", cpuTok);
   }
   return out;
