@@ -121,6 +121,58 @@ forEachBackend(() => {
       expect((await r.get(e!))!.queue).toBe("other");
     });
 
+    it("§2.2 / §2.8 a batch of alike and differing entries writes each with its own input and options, ids in the caller's order", async () => {
+      // Runs of alike plain entries are written by one multi-row INSERT on SQLite; the entries
+      // between them (a dedupe key, a delay, another queue or priority, needs) break the runs.
+      const clock = new FakeClock();
+      const r = await openRatchet([noop, echo], { clock });
+      const held = await r.enqueue(noop, null, { dedupe: "d1" });
+      const inputs: unknown[] = [
+        { a: 1, s: 'é\u2028\ud800 "q" \\' },
+        "text",
+        12.5,
+        1e21,
+        null,
+        [1, [2, { b: true }]],
+        {},
+      ];
+      type Entry = {
+        task: typeof echo | typeof noop;
+        input: unknown;
+        dedupe?: string;
+        delayMs?: number;
+        queue?: string;
+        priority?: number;
+        needs?: number[];
+      };
+      const entries: Entry[] = [
+        ...inputs.map((input) => ({ task: echo, input })),
+        { task: echo, input: "deduped", dedupe: "d1" },
+        ...inputs.map((input) => ({ task: echo, input, delayMs: 1_000 })),
+        { task: noop, input: null, queue: "other" },
+        ...inputs.map((input) => ({ task: echo, input, priority: 5 })),
+        { task: echo, input: "after", needs: [-1] },
+      ];
+      const ids = await r.enqueueMany(entries);
+      expect(ids[inputs.length]).toBe(held);
+      const fresh = ids.filter((id) => id !== held);
+      expect([...fresh].sort((x, y) => x - y)).toEqual(fresh);
+      expect(new Set(fresh).size).toBe(fresh.length);
+      for (let i = 0; i < entries.length; i++) {
+        if (ids[i] === held) continue;
+        const t = (await r.get(ids[i]!))!;
+        const e = entries[i]!;
+        expect(t.input).toEqual(e.input);
+        expect(t.name).toBe(e.task.name);
+        expect(t.queue).toBe(e.queue ?? "default");
+        expect(t.priority).toBe(e.priority ?? 0);
+        const late = e.delayMs !== undefined || e.needs !== undefined;
+        expect(t.status).toBe(late ? "waiting" : "pending");
+        if (e.delayMs !== undefined) expect(t.runAfter).toBe(clock.now() + 1_000);
+      }
+      expect(await countTasks(r)).toBe(entries.length);
+    });
+
     it("§1.4 an id is never reused, not even after the newest task is pruned", async () => {
       const clock = new FakeClock();
       const r = await openRatchet([noop], { clock });
