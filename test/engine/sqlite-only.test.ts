@@ -304,4 +304,32 @@ describe("checkpoints on SQLite (spec §10.4)", () => {
     await store.enqueue([newTask()], unlimited);
     expect(store.checkpoints.dirty).toBe(true);
   });
+  it("§10.5 another connection's commit to the file wakes a subscriber; its own commits do not", async () => {
+    const clock = new FakeClock();
+    const path = tempDbPath();
+    const own = await openSqliteStore(clock, path);
+    const other = await openSqliteStore(clock, path);
+    let wakes = 0;
+    const stop = await own.subscribe(() => wakes++);
+    onCleanup(stop);
+    await other.enqueue([newTask()], unlimited);
+    await until(() => wakes === 1, "the wake of the other connection's enqueue");
+    // Its own commits (enqueues, a claim) change nothing it has not seen: no wake for them.
+    for (let i = 0; i < 5; i++) await own.enqueue([newTask()], unlimited);
+    await own.claim(claimReq({ limit: 3 }));
+    await other.enqueue([newTask()], unlimited);
+    await until(() => wakes >= 2, "the wake of the second enqueue");
+    expect(wakes).toBe(2);
+  });
+
+  it("§10.5 a store in memory has nothing to watch: its subscription is a no-op", async () => {
+    const store = new SqliteStore({ path: ":memory:", clock: new FakeClock() });
+    await store.migrate();
+    const stop = await store.subscribe(() => {
+      throw new Error("no wake expected");
+    });
+    await store.enqueue([newTask()], unlimited);
+    await stop();
+    await store.close();
+  });
 });

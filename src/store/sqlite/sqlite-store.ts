@@ -67,6 +67,7 @@ import * as holder from "./holder.js";
 import { LATEST_VERSION, MIGRATIONS } from "./migrations.js";
 import * as ops from "./operations.js";
 import * as reads from "./reads.js";
+import { watchCommits } from "./wake.js";
 
 export interface SqliteStoreOptions {
   /** File path or ":memory:". */
@@ -79,12 +80,14 @@ export interface SqliteStoreOptions {
 export class SqliteStore implements Store {
   readonly db: Db;
   readonly #c: SqliteCore;
+  readonly #path: string;
   /** The dispatch layer's operations (spec §20.18), programs run in one IMMEDIATE transaction each. */
   readonly dispatch: DispatchOps;
 
   constructor(opts: SqliteStoreOptions) {
     const busyTimeoutMs = Math.max(0, Math.floor(opts.busyTimeoutMs ?? 10_000));
     const synchronous = opts.synchronous === "FULL" ? "FULL" : "NORMAL";
+    this.#path = opts.path;
     try {
       this.db = new Database(opts.path);
       this.db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -115,6 +118,12 @@ export class SqliteStore implements Store {
 
   async now(): Promise<number> {
     return this.#c.now();
+  }
+
+  /** spec §10.5: another process's commits wake this process's idle worker (a file only). */
+  async subscribe(onWake: () => void): Promise<() => Promise<void>> {
+    if (this.#path === ":memory:" || this.#path === "") return async () => {};
+    return watchCommits(this.#c, this.#path, onWake);
   }
 
   /** spec §10.1: the version check and the migration run in one IMMEDIATE transaction, so concurrent opens serialise. */
