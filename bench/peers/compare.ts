@@ -88,6 +88,7 @@ if (args.help) {
     "usage: node --import tsx peers/compare.ts [--quick] [--runs N] [--only a,b] [--skip a,b]\n" +
       "         [--pg-url URL] [--redis-url URL] [--dir PATH]\n" +
       "  engines: ratchet-sqlite, plainjob, ratchet-pg, graphile-worker, pg-boss, bullmq, dbos,\n" +
+      "           ratchet-sqlite-p0, ratchet-pg-p0 (Ratchet at its default prefetch 0),\n" +
       "           floor-sqlite, floor-pg (the least each store allows for W2: peers/floor.ts),\n" +
       "           floor-lease-pg (floor-pg with Ratchet's rules for a claim and a completion)\n" +
       "  --quick      2,000 jobs (batches of 100), 100 × 10 steps; a smoke run\n" +
@@ -1104,6 +1105,9 @@ async function main(): Promise<void> {
     ["ratchet-pg", "pg-boss"],
     ["ratchet-pg", "bullmq"],
     ["ratchet-pg", "dbos"],
+    ["ratchet-sqlite-p0", "plainjob"],
+    ["ratchet-pg-p0", "graphile-worker"],
+    ["ratchet-pg-p0", "dbos"],
     ["ratchet-sqlite", "dbos"],
     ["ratchet-sqlite", "floor-sqlite"],
     ["ratchet-pg", "floor-pg"],

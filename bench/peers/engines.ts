@@ -8,16 +8,20 @@ import type { QueueEngine, StepsAdapter, Targets } from "./adapter.js";
 export type Needs = "sqlite" | "postgres" | "redis";
 
 /** Ratchet's adapter, with the store's modules that open() would import lazily (see preload). */
-async function ratchet(kind: "sqlite" | "postgres"): Promise<QueueEngine> {
+async function ratchet(kind: "sqlite" | "postgres", lookAhead = true): Promise<QueueEngine> {
   const m = await import("./ratchet.js");
   await m.preload(kind);
-  return kind === "sqlite" ? m.ratchetSqlite : m.ratchetPg;
+  if (kind === "sqlite") return lookAhead ? m.ratchetSqlite : m.ratchetSqliteP0;
+  return lookAhead ? m.ratchetPg : m.ratchetPgP0;
 }
 
 export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<QueueEngine> }> = {
   "ratchet-sqlite": { needs: "sqlite", load: async () => ratchet("sqlite") },
   plainjob: { needs: "sqlite", load: async () => (await import("./plainjob.js")).plainjob },
   "ratchet-pg": { needs: "postgres", load: async () => ratchet("postgres") },
+  // Ratchet at its own default, prefetch 0 (spec §8.7): beside the look-ahead of 500 the peers' presets get.
+  "ratchet-sqlite-p0": { needs: "sqlite", load: async () => ratchet("sqlite", false) },
+  "ratchet-pg-p0": { needs: "postgres", load: async () => ratchet("postgres", false) },
   "graphile-worker": {
     needs: "postgres",
     load: async () => (await import("./graphile-worker.js")).graphileWorker,
@@ -38,6 +42,10 @@ export const STEPS_ENGINES: Record<string, { needs: Needs; make: (t: Targets) =>
   "ratchet-pg": {
     needs: "postgres",
     make: async (t) => (await import("./ratchet.js")).ratchetSteps("postgres", t),
+  },
+  "ratchet-pg-p0": {
+    needs: "postgres",
+    make: async (t) => (await import("./ratchet.js")).ratchetSteps("postgres", t, 0),
   },
   dbos: { needs: "postgres", make: async (t) => (await import("./dbos.js")).dbosSteps(t) },
 };

@@ -28,7 +28,7 @@ import {
  * An idle plainjob worker sleeps `pollIntervall` ms (default 1,000) between empty fetches; 20 ms is
  * Ratchet's `pollIntervalMs` here, so W3 (latency from an idle worker) compares like with like.
  */
-const POLL_MS = 20;
+const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 10);
 
 async function load() {
   const pj = await loadPeer("plainjob");

@@ -53,7 +53,7 @@ export async function preload(kind: Kind): Promise<void> {
   );
 }
 
-const POLL_MS = 20;
+const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 10);
 const POOL = 10;
 /**
  * Tasks a worker claims ahead of its free slots (spec §8.7): 500, the size of graphile-worker's
@@ -61,6 +61,8 @@ const POOL = 10;
  * measures Ratchet's default (claims of the free slots only).
  */
 export const PREFETCH = Number(process.env.BENCH_RATCHET_PREFETCH ?? 500);
+/** The `-p0` engines: Ratchet at its own default, claims of the free slots only (no look-ahead). */
+const DEFAULT_PREFETCH = 0;
 
 const hooks: {
   onJob: (p: Payload) => void;
@@ -151,19 +153,19 @@ function ratchetBase(kind: Kind, t: Targets) {
   };
 }
 
-const NOTES = {
-  sqlite: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; maxDepth 2,000,000 (W5m); WAL, synchronous NORMAL (default)`,
-  postgres: `enqueue / enqueueMany; start({ concurrency, prefetch: ${PREFETCH} }); pollIntervalMs 20; maxDepth 2,000,000 (W5m); pool 10; fresh schema per run`,
-};
+const notes = (kind: Kind, prefetch: number) =>
+  kind === "sqlite"
+    ? `enqueue / enqueueMany; start({ concurrency, prefetch: ${prefetch} }); pollIntervalMs ${POLL_MS}; maxDepth 2,000,000 (W5m); WAL, synchronous NORMAL (default)`
+    : `enqueue / enqueueMany; start({ concurrency, prefetch: ${prefetch} }); pollIntervalMs ${POLL_MS}; maxDepth 2,000,000 (W5m); pool 10; fresh schema per run`;
 
-function adapter(kind: Kind, t: Targets): Adapter {
+function adapter(kind: Kind, t: Targets, prefetch: number): Adapter {
   const b = ratchetBase(kind, t);
   let blocker: number | undefined;
   return {
     name: kind === "sqlite" ? "ratchet (sqlite)" : "ratchet (postgres)",
     backend: kind,
     durable: true,
-    notes: NOTES[kind],
+    notes: notes(kind, prefetch),
     async setup() {
       blocker = undefined;
       await b.open();
@@ -186,7 +188,7 @@ function adapter(kind: Kind, t: Targets): Adapter {
     },
     async startLocalWorker({ concurrency, onJob }) {
       hooks.onJob = onJob;
-      await b.r.start({ concurrency, prefetch: PREFETCH });
+      await b.r.start({ concurrency, prefetch });
       return {
         stop: async () => {
           await b.r.stop();
@@ -200,29 +202,37 @@ function adapter(kind: Kind, t: Targets): Adapter {
 }
 
 /** A worker with a Ratchet instance of its own on the run's store. */
-async function startWorker(t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) {
-  const r = await openRatchet(t, ref);
-  hooks.onJob = onJob;
-  await r.start({ concurrency, prefetch: PREFETCH });
-  return {
-    async stop() {
-      await r.close();
-      hooks.onJob = () => {};
-    },
+const startWorker =
+  (prefetch: number) =>
+  async (t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) => {
+    const r = await openRatchet(t, ref);
+    hooks.onJob = onJob;
+    await r.start({ concurrency, prefetch });
+    return {
+      async stop() {
+        await r.close();
+        hooks.onJob = () => {};
+      },
+    };
   };
-}
 
-export const ratchetSqlite: QueueEngine = { adapter: async (t) => adapter("sqlite", t), startWorker };
-export const ratchetPg: QueueEngine = { adapter: async (t) => adapter("postgres", t), startWorker };
+const engine = (kind: Kind, prefetch: number): QueueEngine => ({
+  adapter: async (t) => adapter(kind, t, prefetch),
+  startWorker: startWorker(prefetch),
+});
+export const ratchetSqlite = engine("sqlite", PREFETCH);
+export const ratchetPg = engine("postgres", PREFETCH);
+export const ratchetSqliteP0 = engine("sqlite", DEFAULT_PREFETCH);
+export const ratchetPgP0 = engine("postgres", DEFAULT_PREFETCH);
 
 /** W4: `tasks` tasks of `steps` ctx.step calls, enqueued (untimed), drained at concurrency `inFlight`. */
-export function ratchetSteps(kind: Kind, t: Targets): StepsAdapter {
+export function ratchetSteps(kind: Kind, t: Targets, prefetch = PREFETCH): StepsAdapter {
   const b = ratchetBase(kind, t);
   return {
     name: kind === "sqlite" ? "ratchet (sqlite)" : "ratchet (postgres)",
     backend: kind,
     durable: true,
-    notes: `${NOTES[kind]}; tasks enqueued with enqueueMany before the clock starts, drained by start({ concurrency: in-flight, prefetch })`,
+    notes: `${notes(kind, prefetch)}; tasks enqueued with enqueueMany before the clock starts, drained by start({ concurrency: in-flight, prefetch })`,
     setup: b.open,
     async runSteps({ tasks, steps, inFlight, onStep }) {
       hooks.steps = steps;
@@ -244,7 +254,7 @@ export function ratchetSteps(kind: Kind, t: Targets): StepsAdapter {
         );
       }
       const t0 = performance.now();
-      await b.r.start({ concurrency: inFlight, prefetch: PREFETCH });
+      await b.r.start({ concurrency: inFlight, prefetch });
       await ranAll;
       for (;;) {
         if ((await b.live()) === 0) break;
