@@ -304,7 +304,7 @@ describe("checkpoints on SQLite (spec §10.4)", () => {
     await store.enqueue([newTask()], unlimited);
     expect(store.checkpoints.dirty).toBe(true);
   });
-  it("§10.5 another connection's commit to the file wakes a subscriber; its own commits do not", async () => {
+  it("§10.5 another connection's enqueue to the file wakes a subscriber; its own commits and another's claims do not", async () => {
     const clock = new FakeClock();
     const path = tempDbPath();
     const own = await openSqliteStore(clock, path);
@@ -317,6 +317,8 @@ describe("checkpoints on SQLite (spec §10.4)", () => {
     // Its own commits (enqueues, a claim) change nothing it has not seen: no wake for them.
     for (let i = 0; i < 5; i++) await own.enqueue([newTask()], unlimited);
     await own.claim(claimReq({ limit: 3 }));
+    // Another connection's claims change the file but add no task: no wake either.
+    for (let i = 0; i < 3; i++) expect((await other.claim(claimReq({ limit: 1 }))).length).toBe(1);
     await other.enqueue([newTask()], unlimited);
     await until(() => wakes >= 2, "the wake of the second enqueue");
     expect(wakes).toBe(2);
