@@ -82,6 +82,38 @@ export function registerOutboxTests(it: Define): void {
     expect(await store.outbox.destinations()).toEqual([]);
   });
 
+  it("§21.8 §21.10 bad destination writes are refused with typed errors and change nothing", async ({
+    store,
+    expect,
+  }) => {
+    await store.outbox.append([fact(1), fact(2)]);
+    const [f1, f2] = await store.outbox.facts("0", 2);
+    await store.outbox.ensureDestination("d", "start");
+    await store.outbox.lease("d", "s", 1_000);
+    await store.outbox.advance("d", "s", "0", f2!.seq, 2);
+    const before = await store.outbox.destinations();
+    await rejection(() => store.outbox.advance("d", "s", f2!.seq, f1!.seq, 0), "RATCHET_INVALID_INPUT"); // backwards
+    await rejection(() => store.outbox.advance("d", "s", "x", f2!.seq, 0), "RATCHET_INVALID_INPUT");
+    await rejection(() => store.outbox.advance("d", "", f2!.seq, f2!.seq, 0), "RATCHET_INVALID_INPUT");
+    await rejection(() => store.outbox.lease("d", "s", -1), "RATCHET_INVALID_INPUT");
+    await rejection(
+      () =>
+        store.outbox.fail("d", "s", f2!.seq, { next: { kind: "retry", delayMs: Number.NaN }, error: "e" }),
+      "RATCHET_INVALID_INPUT",
+    );
+    await rejection(() => store.outbox.prune(1_000, 0), "RATCHET_INVALID_INPUT");
+    await rejection(() => store.outbox.prune(1_000, 10_001), "RATCHET_INVALID_INPUT");
+    await rejection(() => store.outbox.ensureDestination("d", "middle" as "start"), "RATCHET_INVALID_INPUT");
+    await rejection(() => store.outbox.retry("x".repeat(101)), "RATCHET_INVALID_INPUT");
+    expect(await store.outbox.destinations()).toEqual(before);
+    // A long error text is kept bounded.
+    await store.outbox.fail("d", "s", f2!.seq, {
+      next: { kind: "retry", delayMs: 5 },
+      error: "e".repeat(5_000),
+    });
+    expect((await store.outbox.destinations())[0]!.lastError).toHaveLength(1_000);
+  });
+
   it("§21.7 a destination is leased by one sender at a time; a lapsed lease passes to another; §21.8 the cursor moves only under the lease, from where it was read", async ({
     store,
     clock,
