@@ -122,7 +122,7 @@ describe.each(CASES)("a whole pipeline on the %s adapter, %s (spec §20.22)", (k
     }
   });
 
-  it("§20.5 §20.7 a session that stalls is closed, stopped after its grace, and settled stalled", async () => {
+  it("§20.5 §20.7 a session that stalls is closed, stopped after its grace, and settled stalled; §21.16 §21.4 its notice and its moves are facts", async () => {
     const { dir, clock, store, runner, worker } = await setup();
     const item = await store.dispatch.addItem("hang", "think", JSON.stringify({ dir }));
     try {
@@ -144,6 +144,18 @@ describe.each(CASES)("a whole pipeline on the %s adapter, %s (spec §20.22)", (k
         sessionStopped: true,
       });
       expect((await store.dispatch.getItem(item.id))!.state).toBe("closed");
+      // The stall's notice rode with the close; every move of the attempt was reported, in order.
+      const facts = await store.outbox.facts("0", 1_000);
+      expect(facts.filter((f) => f.type === "notice.stalled").map((f) => f.subject)).toEqual([
+        `attempt:${a.id}`,
+      ]);
+      const moves = facts.filter((f) => f.type === "attempt.moved" && f.subject === `attempt:${a.id}`);
+      expect(moves.map((f) => (f.data as { to: string }).to)).toEqual([
+        "starting",
+        "running",
+        "closing",
+        "failed",
+      ]);
     } finally {
       for (const a of await store.dispatch.listAttempts({ limit: 10 }))
         if (a.session) await worker.forget(a.session);
