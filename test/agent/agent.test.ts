@@ -8,8 +8,8 @@ import { Conversations } from "../../src/agent/index.js";
 import { defineToolCalls } from "../../src/agent/tools/calls.js";
 import { readTool } from "../../src/agent/tools/files.js";
 import { fauxModel } from "../../src/models/faux.js";
-import type { EntryRecord } from "../../src/store/conversations/types.js";
 import { drain, forEachBackend, openRatchet } from "../engine/helpers.js";
+import { entryRecord } from "./fixtures.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -85,16 +85,7 @@ forEachBackend(() => {
 });
 
 describe("the agent's prompt (spec §19.16)", () => {
-  const e = (seq: number, kind: EntryRecord["kind"], data: unknown): EntryRecord => ({
-    conversationId: "c",
-    seq,
-    kind,
-    name: null,
-    data,
-    taskId: null,
-    submissionId: null,
-    createdAt: 0,
-  });
+  const e = entryRecord;
   it("§19.16 a call without a committed result gets a synthesized error result; results merge into one tool message", () => {
     const p = promptOf("sys", [
       e(0, "user", { text: "hi" }),

@@ -8,6 +8,7 @@
 import { Conversations, defineRun } from "../../src/agent/index.js";
 import type { Ratchet } from "../../src/engine/ratchet.js";
 import { NonRetryableError } from "../../src/errors.js";
+import type { EntryRecord } from "../../src/store/conversations/types.js";
 
 export interface TestInput {
   text: string;
@@ -40,4 +41,9 @@ export function openConversations(
   opts: { steeringMode?: "one" | "all"; followUpMode?: "one" | "all" } = {},
 ): Conversations {
   return new Conversations(ratchet, { run, ...opts });
+}
+
+/** An entry record as a store returns it, for the pure prompt and context rules. */
+export function entryRecord(seq: number, kind: EntryRecord["kind"], data: unknown): EntryRecord {
+  return { conversationId: "c", seq, kind, name: null, data, taskId: null, submissionId: null, createdAt: 0 };
 }

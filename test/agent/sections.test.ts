@@ -5,19 +5,10 @@ import { Conversations } from "../../src/agent/index.js";
 import { promptOf } from "../../src/agent/prompt.js";
 import { planSections, shownSections } from "../../src/agent/sections.js";
 import { fauxModel } from "../../src/models/faux.js";
-import type { EntryRecord } from "../../src/store/conversations/types.js";
 import { drain, forEachBackend, openRatchet } from "../engine/helpers.js";
+import { entryRecord } from "./fixtures.js";
 
-const e = (seq: number, kind: EntryRecord["kind"], data: unknown): EntryRecord => ({
-  conversationId: "c",
-  seq,
-  kind,
-  name: null,
-  data,
-  taskId: null,
-  submissionId: null,
-  createdAt: 0,
-});
+const e = entryRecord;
 
 describe("sections (spec §19.25)", () => {
   const shown = new Map([
