@@ -23,6 +23,7 @@ import { registerInspect } from "./commands/inspect.js";
 import { registerModels } from "./commands/models.js";
 import { registerOutbox } from "./commands/outbox.js";
 import { registerReset } from "./commands/reset.js";
+import { registerPullRequests } from "./commands/prs.js";
 import { registerRun } from "./commands/run.js";
 import { registerServe } from "./commands/serve.js";
 import { registerSteer } from "./commands/steer.js";
@@ -70,6 +71,7 @@ A ratchet.config.js (or .mjs) in the working directory may export { store, tasks
   registerReset(program);
   registerDispatch(program);
   registerOutbox(program);
+  registerPullRequests(program);
   registerDemo(program);
   registerServe(program);
   for (const c of everyCommand(program)) {

@@ -16,6 +16,7 @@ import { resolve } from "node:path";
 import type { PipelineSpec } from "../core/dispatch/pipeline.js";
 import type { DispatchTimeouts } from "../core/dispatch/timeouts.js";
 import { ConfigError } from "../errors.js";
+import { type ForgeConfig, forgeConfigsOf } from "./forge/config.js";
 import type { OutboxConfig } from "./outbox/config.js";
 import type { WorkerAdapter } from "./workers/adapter.js";
 import { ProcessWorker } from "./workers/process.js";
@@ -42,6 +43,8 @@ export interface DispatchConfig {
   intervalMs?: number;
   /** Destinations of the outbox, run by `ratchet dispatch run` and `ratchet outbox send` (spec §21.5). */
   outbox?: OutboxConfig;
+  /** The forge(s) whose pull requests `ratchet dispatch run` links and watches (spec §22.4, §22.5). */
+  forge?: ForgeConfig | ForgeConfig[];
 }
 
 function fail(path: string, msg: string): never {
@@ -75,6 +78,7 @@ export function readDispatchConfig(path: string): DispatchConfig & { dir: string
     )
       fail(full, 'each worker needs "kind", "type" ("process" or "tmux") and "root"');
   }
+  forgeConfigsOf(full, c.forge); // spec §22.5: a bad forge entry fails here, not at the first look
   return { ...c, dir: resolve(full, "..") };
 }
 

@@ -59,6 +59,7 @@ export {
   type ChecksState,
   decidePrWait,
   diffPull,
+  explainPrWait,
   type KnownPull,
   nextCheckDelayMs,
   type PrWait,
@@ -118,6 +119,7 @@ export {
   readDispatchConfig,
   type WorkerConfig,
 } from "./config.js";
+export { type BuiltForges, buildForges, type ForgeConfig, forgeConfigsOf } from "./forge/config.js";
 export { FakeForge, ForgeModel, type ModelPull, type ScriptedFailure } from "./forge/fake.js";
 export {
   type Forge,

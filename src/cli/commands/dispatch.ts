@@ -8,12 +8,16 @@ import { existsSync } from "node:fs";
 import type { Command } from "commander";
 import { explainAttempt, explainItemStuck, stepTimeoutOf } from "../../core/dispatch/explain.js";
 import { definePipeline, type Pipeline } from "../../core/dispatch/pipeline.js";
+import { explainPrWait } from "../../core/dispatch/pulls.js";
 import { resolveTimeouts } from "../../core/dispatch/timeouts.js";
 import { buildWorkers, DEFAULT_DISPATCH_CONFIG, readDispatchConfig } from "../../dispatch/config.js";
+import { buildForges, forgeConfigsOf } from "../../dispatch/forge/config.js";
+import { PullWatcher } from "../../dispatch/forge/watcher.js";
 import { DispatchRunner } from "../../dispatch/runner/runner.js";
 import { parseCloseout } from "../../dispatch/workers/adapter.js";
 import { ConfigError, ValidationError } from "../../errors.js";
-import type { DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
+import type { DispatchCapable, DispatchOps, ItemRow } from "../../store/dispatch/ops.js";
+import { pullOps } from "../../store/pulls/ops.js";
 import { option, parseInteger, parseJson, UsageError } from "../args.js";
 import { iso, pairs, print, printJson, short, table } from "../format.js";
 import { nextSignal, type Session, withSession } from "../session.js";
@@ -23,7 +27,7 @@ const limitOption = option((t) => parseInteger(t, "--limit", 1, 1_000));
 const intervalOption = option((t) => parseInteger(t, "--interval", 10, 60_000));
 const ITEM_STATES = ["open", "running", "done", "closed", "archived"];
 
-function opsOf(s: Session): DispatchOps {
+export function opsOf(s: Session): DispatchOps {
   const ops = (s.ratchet.store as unknown as Partial<DispatchCapable>).dispatch;
   if (!ops) throw new ConfigError("this store has no dispatch operations");
   return ops;
@@ -50,6 +54,13 @@ function configuredPipelines(file: string | undefined): Map<string, Pipeline> | 
   return new Map(readDispatchConfig(path).pipelines.map((p) => [p.name, definePipeline(p)]));
 }
 
+/** spec §22.7: what an item waits for on its pull request, as a sentence, or null. */
+async function prWaitSentence(s: Session, item: ItemRow): Promise<string | null> {
+  if (item.prWait === null) return null;
+  const pull = await pullOps({ dispatch: opsOf(s), now: () => s.ratchet.store.now() }).ofItem(item.id);
+  return explainPrWait(item.prWait, pull);
+}
+
 export function registerDispatch(program: Command): void {
   registerRunnerCommands(program.command("dispatch").description("supervise agent sessions (spec §20)"));
   registerItemCommands(program);
@@ -72,13 +83,35 @@ function registerRunnerCommands(dispatch: Command): void {
     .action(async (o: { config?: string; interval?: number }, cmd: Command) => {
       const c = readDispatchConfig(o.config ?? DEFAULT_DISPATCH_CONFIG);
       await withSession(cmd, {}, async (s) => {
+        const store = { dispatch: opsOf(s), now: () => s.ratchet.store.now() };
+        // spec §22.4–§22.5: a configured forge links close-outs' pull requests and watches them.
+        const forge = forgeConfigsOf(c.dir, c.forge);
+        const built = forge.length > 0 ? buildForges(forge) : null;
         const runner = new DispatchRunner({
-          store: { dispatch: opsOf(s), now: () => s.ratchet.store.now() },
+          store,
           pipelines: c.pipelines,
           workers: buildWorkers(c),
           seats: c.seats,
           timeouts: c.timeouts,
           leaseMs: c.leaseMs,
+          pullHosts: built?.hosts,
+        });
+        const watcher = built
+          ? new PullWatcher({
+              store,
+              forges: built.forges,
+              policy: built.policy,
+              concurrency: built.concurrency,
+            })
+          : null;
+        const watching = watcher?.run({
+          onPass: (r) => {
+            for (const l of r.looks) {
+              if (l.kind === "failed") print(`pull request ${l.pull}: failed: ${l.error}`);
+              if (l.kind === "changed") print(`pull request ${l.pull}: ${l.facts.join(", ")}`);
+            }
+            for (const e of r.errors) print(`error: ${e}`);
+          },
         });
         const onPass = (r: Awaited<ReturnType<DispatchRunner["pass"]>>) => {
           if (s.json) return print(JSON.stringify(r));
@@ -92,6 +125,8 @@ function registerRunnerCommands(dispatch: Command): void {
         const done = runner.run({ intervalMs: o.interval ?? c.intervalMs, onPass });
         await Promise.race([nextSignal().then(() => runner.stop()), done]);
         await done;
+        watcher?.stop();
+        await watching;
         await sender?.stop();
       });
     });
@@ -148,8 +183,10 @@ function registerRunnerCommands(dispatch: Command): void {
           stepTimeoutMinutes: stepTimeoutOf(pipelines, a),
           timeouts: resolveTimeouts(c?.timeouts),
         });
-        if (s.json) return printJson(why);
-        print(`attempt ${a.id}: ${why.sentence}`);
+        const item = a.endedAt === null ? null : await opsOf(s).getItem(a.itemId);
+        const wait = item ? await prWaitSentence(s, item) : null;
+        if (s.json) return printJson(wait ? { ...why, prWait: wait } : why);
+        print(`attempt ${a.id}: ${why.sentence}${wait ? `; its item ${item!.id}: ${wait}` : ""}`);
       });
     });
 }
@@ -263,9 +300,10 @@ function registerStuckItemCommands(item: Command): void {
         const it = await opsOf(s).getItem(id);
         if (!it) throw new UsageError(`there is no item ${id}`);
         const stuck = explainItemStuck(it, pipelines);
-        if (s.json) return printJson({ item: it, stuck });
+        const wait = await prWaitSentence(s, it);
+        if (s.json) return printJson({ item: it, stuck, prWait: wait });
         print(
-          `item ${it.id} (${it.pipeline}/${it.step}) is ${it.state}${stuck ? `: ${stuck.sentence}` : ""}`,
+          `item ${it.id} (${it.pipeline}/${it.step}) is ${it.state}${stuck ? `: ${stuck.sentence}` : ""}${wait ? `: ${wait}` : ""}`,
         );
       });
     });

@@ -176,3 +176,26 @@ export function decidePrWait(wait: ItemPrWait, pull: KnownPull | null): PrWaitDe
     return pull.state === "merged" ? { kind: "release" } : { kind: "wait", why: "not-yet" };
   return pull.checks === "success" ? { kind: "release" } : { kind: "wait", why: "not-yet" };
 }
+
+const WAIT_WORDS: Readonly<Record<PrWait, string>> = {
+  "pr-merged": "to be merged",
+  "pr-closed": "to be merged or closed",
+  "pr-checks-success": "to pass its checks",
+};
+
+/**
+ * A sentence for `why` (spec §22.7, §22.8): what an item waits for, and what
+ * its pull request is known to be now. Null when the item waits for nothing.
+ */
+export function explainPrWait(
+  wait: ItemPrWait | null,
+  pull: (KnownPull & { readonly url: string }) | null,
+): string | null {
+  if (wait === null) return null;
+  const then = wait.end ? `, then it ends ${wait.end}` : "";
+  if (pull === null)
+    return `it waits for its pull request ${WAIT_WORDS[wait.for]}${then}, and none is linked yet (ratchet pr link ATTEMPT URL)`;
+  const known =
+    pull.state === null ? "not looked at yet" : `${pull.state}, checks ${pull.checks ?? "unknown"}`;
+  return `it waits for ${pull.url} ${WAIT_WORDS[wait.for]}${then}; it is ${known}`;
+}

@@ -103,6 +103,11 @@ export class PullOps {
     return this.run(() => p.getPull(id("pull request id", pullId)));
   }
 
+  /** spec §22.7: the pull request an item's wait looks at, or null. */
+  async ofItem(itemId: string): Promise<PullRow | null> {
+    return this.run(() => p.itemPull(id("item id", itemId)));
+  }
+
   async list(f: p.PullFilter): Promise<PullRow[]> {
     limit(f.limit);
     if (f.itemId) id("item id", f.itemId);

@@ -73,6 +73,15 @@ export function* getPull(id: string): Program<PullRow | null> {
   return r ? toPull(r, yield* linksOf(id)) : null;
 }
 
+/** The item's pull request: the one most recently linked to any of its attempts (spec §22.7). */
+export function* itemPull(itemId: string): Program<PullRow | null> {
+  const r = yield* one(
+    `SELECT p.* FROM ${L} l JOIN ${P} p ON p.id = l.pull_id WHERE l.item_id = CAST(:id AS bigint) ORDER BY l.id DESC LIMIT 1`,
+    { id: itemId },
+  );
+  return r ? toPull(r, yield* linksOf(String(r.id))) : null;
+}
+
 export interface PullFilter {
   itemId?: string | null;
   attemptId?: string | null;

@@ -10,7 +10,8 @@ import type { ItemState } from "../../core/dispatch/sessions.js";
 import { I } from "../dispatch/items.js";
 import type { FactInput } from "../outbox/facts.js";
 import { one, type Program, q } from "../tree/program.js";
-import { L, P, toPull } from "./rows.js";
+import { itemPull } from "./programs.js";
+import { L } from "./rows.js";
 
 /** At most this many waiting items are looked at per pull-request write (one pull request, many items, is rare). */
 export const MAX_WAITERS_PER_WRITE = 1_000;
@@ -29,11 +30,7 @@ export function* releaseWait(itemId: string): Program<FactInput[]> {
   );
   if (!item) return [];
   const wait = JSON.parse(item.pr_wait as string) as ItemPrWait;
-  const row = yield* one(
-    `SELECT p.* FROM ${L} l JOIN ${P} p ON p.id = l.pull_id WHERE l.item_id = CAST(:id AS bigint) ORDER BY l.id DESC LIMIT 1`,
-    { id: itemId },
-  );
-  const pull = row ? toPull(row) : null;
+  const pull = yield* itemPull(itemId);
   const d = decidePrWait(wait, pull);
   if (d.kind === "wait") return [];
   const state: ItemState = d.kind === "close" ? "closed" : (wait.end ?? "open");
