@@ -172,6 +172,25 @@ export const DISPATCH_PATHS = {
       responses: { ...ok("{ seats }"), ...errors(401) },
     },
   },
+  "/api/dispatch/prs": {
+    get: {
+      summary: "Linked pull requests with their last known state, checks and links (spec §22.9)",
+      parameters: [
+        query("item", { type: "string" }, "Only those linked to this item's attempts."),
+        query("attempt", { type: "string" }, "Only those linked to this attempt."),
+        after,
+        limit,
+      ],
+      responses: { ...ok("{ prs }"), ...errors(400, 401) },
+    },
+  },
+  "/api/dispatch/prs/{id}": {
+    get: {
+      summary: "One linked pull request (spec §22.9)",
+      parameters: [id("Pull request")],
+      responses: { ...ok("{ pr }"), ...errors(400, 401, 404) },
+    },
+  },
   "/api/outbox": {
     get: {
       summary:

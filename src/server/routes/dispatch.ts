@@ -13,6 +13,7 @@ import { parseCloseout } from "../../dispatch/workers/adapter.js";
 import type { Ratchet } from "../../engine/ratchet.js";
 import { ConfigError, NotFoundError, ValidationError } from "../../errors.js";
 import type { DispatchCapable, DispatchOps, ItemRow } from "../../store/dispatch/ops.js";
+import { pullOps } from "../../store/pulls/ops.js";
 import { onlyKeys, parseBoolean, parseIntParam, readObject } from "../params.js";
 
 const ITEM_STATES = ["open", "running", "done", "closed", "archived"] as const;
@@ -75,6 +76,25 @@ export function registerDispatchRoutes(app: Hono, ratchet: Ratchet, explain: Exp
     return c.json({ attempt: a.id, ...why });
   });
   app.get("/api/dispatch/seats", async (c) => c.json({ seats: await opsOf(ratchet).seats() }));
+  // Linked pull requests (spec §22.9): read-only, from the store; nothing here calls a forge or has a token.
+  app.get("/api/dispatch/prs", async (c) => {
+    const pulls = pullOps({ dispatch: opsOf(ratchet), now: () => ratchet.store.now() });
+    const limit = parseIntParam(c.req.query("limit"), "limit", 1, 1_000) ?? 100;
+    const f = {
+      itemId: c.req.query("item"),
+      attemptId: c.req.query("attempt"),
+      after: c.req.query("after"),
+      limit,
+    };
+    return c.json({ prs: await pulls.list(f) });
+  });
+  app.get("/api/dispatch/prs/:id", async (c) => {
+    const pr = await pullOps({ dispatch: opsOf(ratchet), now: () => ratchet.store.now() }).get(
+      c.req.param("id"),
+    );
+    if (!pr) throw new NotFoundError(`pull request ${c.req.param("id")}`);
+    return c.json({ pr });
+  });
 
   // The board: a pipeline's items that are not archived, by step, each with its live attempt (if any).
   app.get("/api/dispatch/board", async (c) => {
