@@ -1,6 +1,7 @@
 /** The read-only pull-request routes (spec §22.9, §22.10) over a real socket, on SQLite and PostgreSQL. */
 import { expect, it } from "vitest";
 import { findPullUrls } from "../../src/core/dispatch/links.js";
+import { started } from "../../src/dispatch/testing/store-kit.js";
 import type { DispatchCapable } from "../../src/store/dispatch/ops.js";
 import { pullOps } from "../../src/store/pulls/ops.js";
 import { FakeClock, forEachBackend, openRatchet } from "../engine/helpers.js";
@@ -12,18 +13,8 @@ forEachBackend(() => {
     const r = await openRatchet([], { clock });
     const { call } = await startServer(r, { token: TOKEN, dashboard: false });
     const store = r.store as unknown as DispatchCapable;
-    const item = await store.dispatch.addItem("p", "build", "{}");
-    const s = await store.dispatch.startAttempt({
-      itemId: item.id,
-      phase: "build",
-      worker: "w",
-      mode: "agent",
-      defaultSeats: null,
-      holder: "h",
-      leaseMs: 30_000,
-      spawnFor: () => "{}",
-    });
-    if (s.kind !== "started") throw new Error("not started");
+    const s = await started(store.dispatch);
+    const item = s.item;
     const url = "https://github.com/acme/widgets/pull/7";
     const linked = await pullOps(store).link(s.attempt.id, findPullUrls(url)[0]!, "url");
     const list = (await (await call(`/api/dispatch/prs?item=${item.id}`)).json()) as {

@@ -8,6 +8,7 @@ import { GitHubForge } from "../../src/dispatch/forge/github.js";
 import { PullWatcher } from "../../src/dispatch/forge/watcher.js";
 import { DispatchRunner } from "../../src/dispatch/runner/runner.js";
 import { type GitHubMock, startGitHubMock } from "../../src/dispatch/testing/github-mock.js";
+import { started } from "../../src/dispatch/testing/store-kit.js";
 import { FakeWorker } from "../../src/dispatch/workers/fake.js";
 import { pullOps } from "../../src/store/pulls/ops.js";
 import { q } from "../../src/store/tree/program.js";
@@ -35,18 +36,7 @@ async function setup(open: (c: FakeClock) => Promise<DispatchTestStore>) {
 }
 
 async function linked(store: DispatchTestStore, url = URL7) {
-  const item = await store.dispatch.addItem("p", "build", "{}");
-  const r = await store.dispatch.startAttempt({
-    itemId: item.id,
-    phase: "build",
-    worker: "w",
-    mode: "agent",
-    defaultSeats: null,
-    holder: "h",
-    leaseMs: 30_000,
-    spawnFor: () => "{}",
-  });
-  if (r.kind !== "started") throw new Error("not started");
+  const r = await started(store.dispatch);
   await pullOps(store).link(r.attempt.id, findPullUrls(url)[0]!, "url");
   return r.attempt;
 }
@@ -176,18 +166,8 @@ describe("the pull-request watcher", () => {
     it("§22.2 the attempts a pull request's commit trailers name are linked to it", async () => {
       const { store, model, watcher, pulls } = await setup(open);
       const first = await linked(store);
-      const item2 = await store.dispatch.addItem("p", "build", "{}");
-      const other = await store.dispatch.startAttempt({
-        itemId: item2.id,
-        phase: "build",
-        worker: "w",
-        mode: "agent",
-        defaultSeats: null,
-        holder: "h",
-        leaseMs: 30_000,
-        spawnFor: () => "{}",
-      });
-      if (other.kind !== "started") throw new Error("not started");
+      const other = await started(store.dispatch);
+      const item2 = other.item;
       model.addPull(R, {
         number: 7,
         commits: [

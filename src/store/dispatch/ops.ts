@@ -36,13 +36,14 @@ export type RunProgram = <R>(p: () => Program<R>) => Promise<R>;
 
 const ID_RE = /^[1-9][0-9]{0,17}$/;
 
-function id(what: string, v: string): string {
+/** A positive integer id, or ValidationError (shared with the pull-request operations). */
+export function id(what: string, v: string): string {
   if (typeof v !== "string" || !ID_RE.test(v))
     throw new ValidationError(`${what} must be a positive integer id (got ${JSON.stringify(v)})`);
   return v;
 }
 
-function limit(n: number): number {
+export function limit(n: number): number {
   if (!Number.isInteger(n) || n < 1 || n > MAX_DISPATCH_LIST)
     throw new ValidationError(`limit must be an integer in 1–${MAX_DISPATCH_LIST} (got ${n})`);
   return n;

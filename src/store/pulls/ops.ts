@@ -10,7 +10,7 @@ import type { PullFact, PullObservation } from "../../core/dispatch/pulls.js";
 import { CHECKS_STATES, PULL_STATES } from "../../core/dispatch/pulls.js";
 import { ValidationError } from "../../errors.js";
 import type { DispatchCapable, RunProgram } from "../dispatch/ops.js";
-import { MAX_DISPATCH_LIST } from "../dispatch/ops.js";
+import { id, limit } from "../dispatch/ops.js";
 import * as p from "./programs.js";
 import type { LinkSource, PullRow } from "./rows.js";
 
@@ -22,20 +22,7 @@ export const MAX_PULL_ERROR_CHARS = 500;
 /** The longest delay a watcher may set before a next check (a day). */
 export const MAX_NEXT_CHECK_MS = 24 * 3600_000;
 
-const ID_RE = /^[1-9][0-9]{0,17}$/;
 const SOURCES: readonly LinkSource[] = ["url", "trailer", "manual"];
-
-function id(what: string, v: string): string {
-  if (typeof v !== "string" || !ID_RE.test(v))
-    throw new ValidationError(`${what} must be a positive integer id (got ${JSON.stringify(v)})`);
-  return v;
-}
-
-function limit(n: number): number {
-  if (!Number.isInteger(n) || n < 1 || n > MAX_DISPATCH_LIST)
-    throw new ValidationError(`limit must be an integer in 1–${MAX_DISPATCH_LIST} (got ${n})`);
-  return n;
-}
 
 function delay(what: string, v: number): number {
   if (!Number.isSafeInteger(v) || v < 0 || v > MAX_NEXT_CHECK_MS)
