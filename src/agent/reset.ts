@@ -27,6 +27,8 @@ export interface ResetData {
   config?: AgentConfig;
   /** For a handoff asked by a tool result: the tool. */
   by?: string;
+  /** For a tool's handoff whose configuration was refused: why (spec §19.27); nothing of it was applied. */
+  configRefused?: string;
 }
 
 /** A reset or handoff as an input (the user entry it is placed as stays before the fresh context). */
@@ -132,17 +134,17 @@ export async function handoffFromTool(
 ): Promise<void> {
   const note = typeof h === "string" ? h : h.note;
   let config: AgentConfig | undefined;
+  let refused: string | undefined;
   try {
     config = typeof h === "string" || h.config === undefined ? undefined : checkAgentConfig(h.config);
-  } catch {
-    config = undefined; // a tool's bad configuration is not applied; the handoff still happens
+  } catch (e) {
+    // A tool's bad configuration is not applied; the handoff still happens, and its entry says why.
+    refused = (e instanceof Error ? e.message : String(e)).slice(0, 500);
   }
-  await commitHead(
-    rc,
-    name,
-    { text: String(note ?? ""), reason: "handoff", by: tool, ...(config ? { config } : {}) },
-    [],
-  );
+  const data: ResetData = { text: String(note ?? ""), reason: "handoff", by: tool };
+  if (config) data.config = config;
+  if (refused !== undefined) data.configRefused = refused;
+  await commitHead(rc, name, data, []);
 }
 
 async function commitHead(

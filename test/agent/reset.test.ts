@@ -175,5 +175,42 @@ forEachBackend(() => {
       expect(reviewer.prompts[0]!.map((m) => m.role)).toEqual(["system", "user"]);
       expect(userTexts(reviewer.prompts[0]!)).toEqual(["continue the refactor"]);
     });
+
+    it("§19.27 a tool's handoff with a bad configuration hands off without it, and its reset entry says why", async () => {
+      const passOn = defineTool({
+        name: "pass_on",
+        description: "hand the task over",
+        schema: z.object({}),
+        replay: "safe",
+        execute: () => ({
+          content: "handing over",
+          control: { handoff: { note: "go on", config: { model: 42 } as never } },
+        }),
+      });
+      const main = fauxModel({
+        scripts: (_n, call) =>
+          call.prompt.some((m) => m.role === "tool")
+            ? { text: "unused" }
+            : userTexts(call.prompt).includes("go on")
+              ? { text: "main goes on" }
+              : { toolCalls: [{ id: "p1", name: "pass_on", input: {} }] },
+      });
+      const tools = defineToolCalls({ tools: [passOn] });
+      const agent = defineAgent({ name: "agent.badhand", model: main, tools, cwd: "/tmp" });
+      const r = await openRatchet([agent.task, tools.task]);
+      const c = new Conversations(r, { run: agent });
+      await c.create("h3");
+      const s = await c.submit("h3", { text: "refactor it" });
+      for (let i = 0; i < 10 && (await c.get("h3"))!.runTaskId !== null; i++) await drain(r);
+      expect((await s.wait({ timeoutMs: 10_000 })).status).toBe("done");
+      const entries = await c.entries("h3");
+      const data = entries.find((e) => e.kind === "reset")!.data as Record<string, unknown>;
+      expect(data).toMatchObject({ text: "go on", reason: "handoff", by: "pass_on" });
+      expect(data.config).toBeUndefined();
+      expect(typeof data.configRefused).toBe("string");
+      expect((data.configRefused as string).length).toBeGreaterThan(0);
+      expect(entries.at(-1)).toMatchObject({ kind: "assistant" });
+      expect(main.prompts.at(-1)!.some((m) => m.role === "tool")).toBe(false);
+    });
   });
 });
