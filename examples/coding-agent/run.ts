@@ -100,11 +100,13 @@ const sub = await conversations.submit(
 await ratchet.start({ concurrency: 4 });
 
 if (crash) {
-  // SIGKILL while the bash call runs: its task has committed its intent and started the command.
+  // SIGKILL while the bash call runs: its task has committed its intent, started the command and
+  // committed some of its output (the call's "processes" stream, spec §19.30, opens before any).
   for (;;) {
     const kids = await ratchet.list({ name: "ratchet.tool-call", limit: 10 });
     const bash = kids.find((t) => (t.input as { tool?: string }).tool === "bash" && t.status === "running");
-    if (bash && (await ratchet.streams(bash.id)).length > 0) break;
+    const out = bash && (await ratchet.streams(bash.id)).find((s) => s.name === "output");
+    if (out && out.length > 0) break;
     await new Promise((r) => setTimeout(r, 20));
   }
   console.log("crashing now, in the middle of the bash call (SIGKILL)");
