@@ -34,10 +34,15 @@ export function output(child: ChildProcess) {
     get text() {
       return text;
     },
-    until(re: RegExp, timeoutMs = 30_000): Promise<void> {
+    /** The agent's streamed words alone: tool lines printed between its chunks taken out (spec §17.11
+     * orders a watch per source, so a tool line may land inside an answer that streams beside it). */
+    get spoken() {
+      return text.replace(/^ {2}[[|].*\n/gm, "").replace(/\nagent> /g, "");
+    },
+    until(re: RegExp, timeoutMs = 30_000, of: "text" | "spoken" = "text"): Promise<void> {
       return new Promise((resolve, reject) => {
         const check = () => {
-          if (!re.test(text)) return;
+          if (!re.test(of === "text" ? text : this.spoken)) return;
           waiters.delete(check);
           clearTimeout(timer);
           resolve();

@@ -116,7 +116,7 @@ it("§19.32 §19.10 kill -9 during a bash call, then ratchet chat ID: the safe c
     }
   }, 50);
   try {
-    await out.until(/agent> The tools answered: read, bash \(error\)\./, 45_000);
+    await out.until(/The tools answered: read, bash \(error\)\./, 45_000, "spoken");
   } finally {
     clearInterval(feeder);
   }
