@@ -11,14 +11,13 @@
  */
 import { createInterface } from "node:readline";
 import type { Command } from "commander";
-import type { AssistantData } from "../../agent/agent.js";
 import { defineAgent } from "../../agent/agent.js";
 import { Conversations } from "../../agent/conversations.js";
 import { bashTool } from "../../agent/tools/bash.js";
 import { defineToolCalls } from "../../agent/tools/calls.js";
 import type { ToolDefinition } from "../../agent/tools/define.js";
 import { editTool, findTool, grepTool, lsTool, readTool, writeTool } from "../../agent/tools/files.js";
-import { type WatchEvent, watchConversation } from "../../agent/watch-live.js";
+import { watchConversation } from "../../agent/watch-live.js";
 import { silentLogger } from "../../engine/options.js";
 import { Ratchet } from "../../engine/ratchet.js";
 import { ConfigError } from "../../errors.js";
@@ -26,6 +25,7 @@ import { fauxModel } from "../../models/faux.js";
 import { openAICompatible } from "../../models/openai-compatible.js";
 import type { LanguageModel } from "../../models/stream.js";
 import { option, parseInteger, parseList, UsageError } from "../args.js";
+import { chatPrinter } from "../chat-printer.js";
 import { readConfigFile, resolveStore } from "../config.js";
 import { globalFlags } from "../session.js";
 
@@ -109,56 +109,6 @@ function modelOf(o: ChatFlags): LanguageModel {
   });
 }
 
-/** Prints one watch event: the turn's text as it streams, tool calls and their results as lines. */
-function printer() {
-  let mid = false;
-  const line = (s: string) => {
-    if (mid) process.stdout.write("\n");
-    mid = false;
-    process.stdout.write(`${s}\n`);
-  };
-  return {
-    event(e: WatchEvent) {
-      if (e.kind === "chunk") {
-        // A tool call's live output (its stream `output`), each line marked (spec §19.32).
-        if (e.stream === "output" && typeof e.data === "string") {
-          for (const l of e.data.split("\n").filter((x) => x !== "")) line(`  | ${l}`);
-          return;
-        }
-        const c = e.data as { t?: string; d?: string; attempt?: number };
-        if (c?.t === "text" && typeof c.d === "string") {
-          if (!mid) process.stdout.write("agent> ");
-          process.stdout.write(c.d);
-          mid = !c.d.endsWith("\n");
-        } else if (c?.t === "attempt" && (c.attempt ?? 1) > 1)
-          line("(the turn is requested again: its worker stopped mid-answer)");
-        return;
-      }
-      if (e.kind !== "entry") return;
-      const d = e.entry.data as AssistantData & { tool?: string; content?: unknown; isError?: boolean };
-      if (e.entry.kind === "assistant") {
-        if (d.toolCalls)
-          for (const c of d.toolCalls) line(`  [${c.name}] ${JSON.stringify(c.input).slice(0, 200)}`);
-        if (d.error) line(`  (${d.error})`);
-      } else if (e.entry.kind === "custom" && e.entry.name === "compacted") {
-        const c = e.entry.data as { applied?: boolean; reason?: string };
-        line(c.applied ? "(compacted: older messages are summarised)" : `(nothing compacted: ${c.reason})`);
-      } else if (e.entry.kind === "tool-result")
-        line(
-          `  [${d.tool}${d.isError ? " error" : ""}] ${String(
-            typeof d.content === "string" ? d.content : JSON.stringify(d.content),
-          )
-            .split("\n")[0]!
-            .slice(0, 200)}`,
-        );
-    },
-    end() {
-      if (mid) process.stdout.write("\n");
-      mid = false;
-    },
-  };
-}
-
 export function registerChat(program: Command): void {
   program
     .command("chat")
@@ -210,7 +160,7 @@ export function registerChat(program: Command): void {
         await conversations.create(conv);
         await ratchet.start({ concurrency: 8 });
         const follow = async (from: number) => {
-          const p = printer();
+          const p = chatPrinter((t) => process.stdout.write(t));
           const stop = new AbortController();
           let aborting: Promise<unknown> | undefined;
           const onInt = () => {
