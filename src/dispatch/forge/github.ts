@@ -8,7 +8,8 @@
  * - `GET /repos/{owner}/{repo}/pulls/{n}/commits` — commits (paged, ≤ 250);
  * - `GET /repos/{owner}/{repo}/pulls?head=owner:branch&state=open` — by head branch.
  * Paged lists follow the `Link` header, at most a bounded number of pages.
- * Every request has a timeout. Octokit's own logging is silenced (it could
+ * GETs are conditional (`If-None-Match`; a 304 costs no rate limit, see
+ * github-cache.ts). Every request has a timeout. Octokit's own logging is silenced (it could
  * print request details); errors are rebuilt from the status and the call's
  * name alone, so a token never reaches a message, a `cause` or a log line.
  */
@@ -16,6 +17,7 @@ import { Octokit } from "@octokit/rest";
 import type { Clock } from "../../core/clock.js";
 import { systemClock } from "../../core/clock.js";
 import { type CheckRun, type StatusState, summarizeChecks } from "../../core/dispatch/pulls.js";
+import { ConfigError } from "../../errors.js";
 import {
   type Forge,
   ForgeError,
@@ -25,6 +27,7 @@ import {
   type PullStatus,
   type RepoRef,
 } from "./forge.js";
+import { DEFAULT_CACHE_ENTRIES, MAX_CACHE_ENTRIES, useConditionalRequests } from "./github-cache.js";
 
 export interface GitHubForgeOptions {
   /** The host pull-request URLs name (default `github.com`). */
@@ -35,6 +38,8 @@ export interface GitHubForgeOptions {
   token?: string;
   /** Each request's timeout (default 10 s). */
   timeoutMs?: number;
+  /** Answers kept for conditional requests (default 1,000; 0 turns them off; at most 100,000). */
+  cacheEntries?: number;
   clock?: Clock;
 }
 
@@ -75,6 +80,7 @@ export class GitHubForge implements Forge {
   readonly #octokit: Octokit;
   readonly #timeoutMs: number;
   readonly #clock: Clock;
+  readonly #cache: { hits: () => number };
 
   constructor(o: GitHubForgeOptions = {}) {
     this.host = (o.host ?? "github.com").toLowerCase();
@@ -82,7 +88,16 @@ export class GitHubForge implements Forge {
       o.apiUrl ?? (this.host === "github.com" ? "https://api.github.com" : `https://${this.host}/api/v3`);
     this.#timeoutMs = o.timeoutMs ?? 10_000;
     this.#clock = o.clock ?? systemClock;
+    const entries = o.cacheEntries ?? DEFAULT_CACHE_ENTRIES;
+    if (!Number.isInteger(entries) || entries < 0 || entries > MAX_CACHE_ENTRIES)
+      throw new ConfigError(`cacheEntries must be an integer in [0, ${MAX_CACHE_ENTRIES}]`);
     this.#octokit = new Octokit({ auth: o.token, baseUrl, log: SILENT, userAgent: "ratchet-dispatch" });
+    this.#cache = useConditionalRequests(this.#octokit, entries);
+  }
+
+  /** Requests the forge answered `304 Not Modified` (from this adapter's cache; no rate limit spent). */
+  get notModified(): number {
+    return this.#cache.hits();
   }
 
   /** Never shows the token (spec §22.10). */

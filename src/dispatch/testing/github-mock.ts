@@ -7,7 +7,11 @@
  * does not have; scripted failures (`model.failNext`): 401, 403 with
  * `x-ratelimit-remaining: 0` and `x-ratelimit-reset`, 429 with
  * `retry-after`, 5xx. With `token` set, a request without that token is 401.
+ * Every 200 carries an `ETag` of its body; a request whose `If-None-Match`
+ * names the current one is answered `304 Not Modified` with no body, as
+ * GitHub does (and does not count against the rate limit).
  */
+import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { ForgeModel, ModelPull, ScriptedFailure } from "../forge/fake.js";
@@ -17,8 +21,13 @@ export interface GitHubMock {
   readonly url: string;
   /** Every request's method and path (with query), in order. */
   readonly requests: string[];
+  /** Requests answered `304 Not Modified`. */
+  readonly notModified: number;
   close(): Promise<void>;
 }
+
+/** Each live response's 304 counter (a WeakMap: send has only the response). */
+const counts = new WeakMap<ServerResponse, () => void>();
 
 function send(
   res: ServerResponse,
@@ -27,6 +36,16 @@ function send(
   headers: Record<string, string> = {},
 ): true {
   const text = JSON.stringify(body);
+  if (status === 200) {
+    const etag = `"${createHash("sha1").update(text).digest("hex")}"`;
+    headers = { ...headers, etag };
+    if (res.req.headers["if-none-match"] === etag) {
+      counts.get(res)?.();
+      res.writeHead(304, { etag, "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999" });
+      res.end();
+      return true;
+    }
+  }
   res.writeHead(status, {
     "content-type": "application/json; charset=utf-8",
     "x-ratelimit-limit": "5000",
@@ -148,8 +167,10 @@ function route(model: ForgeModel, base: string, req: IncomingMessage, res: Serve
 export async function startGitHubMock(model: ForgeModel, o: { token?: string } = {}): Promise<GitHubMock> {
   const requests: string[] = [];
   let base = "";
+  let notModified = 0;
   const server: Server = createServer((req, res) => {
     requests.push(`${req.method} ${req.url}`);
+    counts.set(res, () => notModified++);
     const auth = req.headers.authorization ?? "";
     const f = model.takeCall();
     if (f) return sendFailure(res, f);
@@ -166,6 +187,9 @@ export async function startGitHubMock(model: ForgeModel, o: { token?: string } =
   return {
     url: base,
     requests,
+    get notModified() {
+      return notModified;
+    },
     close: () => new Promise<void>((ok) => server.close(() => ok())),
   };
 }
