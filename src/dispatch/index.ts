@@ -155,6 +155,7 @@ export {
   type Sink,
 } from "./outbox/types.js";
 export type { RunnerOptions } from "./runner/context.js";
+export { DEFAULT_OUTPUT_SCAN_MS, OUTPUT_SCAN_BYTES } from "./runner/output.js";
 export { DispatchRunner, type PassReport } from "./runner/runner.js";
 export { outcomeOf } from "./runner/settle.js";
 export { type ForgeContractOptions, registerForgeContract } from "./testing/forge-contract.js";
@@ -166,7 +167,9 @@ export {
 } from "./testing/store-contract.js";
 export {
   type Behaviour,
+  CONTRACT_PR_URL,
   dirControls,
+  FLOOD_LINE,
   registerWorkerContract,
   shellBehaviour,
   type WorkerContractOptions,
@@ -175,6 +178,8 @@ export type {
   Closeout,
   ControlOutcome,
   ForgetOutcome,
+  OutputOptions,
+  OutputOutcome,
   RefusalCause,
   WorkerAdapter,
 } from "./workers/adapter.js";

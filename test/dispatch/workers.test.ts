@@ -5,7 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  CONTRACT_PR_URL,
   dirControls,
+  FLOOD_LINE,
   registerWorkerContract,
   shellBehaviour,
 } from "../../src/dispatch/testing/worker-contract.js";
@@ -29,6 +31,8 @@ registerWorkerContract<FakeWorker>({
         turn: (s) => s.say("ready\n").attention("turn-ended").agentSession("agent-7"),
         limit: (s) =>
           released.has(s.id) ? s.say("go\n").exit(0) : s.say("ready\n").usageLimit(1_800_000_000_000),
+        pr: (s) => s.say(`opened ${CONTRACT_PR_URL}\nready\n`),
+        flood: (s) => s.say(`${FLOOD_LINE}\n`.repeat(3_000)).say(`opened ${CONTRACT_PR_URL}\nready\n`),
       },
     }),
   spawn: (behaviour, name) => ({ name, command: [behaviour], prompt: null, cwd: null, env: {} }),

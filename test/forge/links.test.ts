@@ -8,6 +8,7 @@ import {
   MAX_TRAILER_IDS,
   parsePullUrl,
   parseTrailers,
+  scannableOutput,
 } from "../../src/core/dispatch/links.js";
 
 const GH = "https://github.com/acme/widgets/pull/12";
@@ -197,5 +198,17 @@ describe("commit trailers", () => {
     expect(attemptTrailers(huge)).toEqual(["1"]);
     const many = `S\n\n${Array.from({ length: 300 }, (_, i) => `Ratchet-Attempt: ${i + 1}`).join("\n")}`;
     expect(attemptTrailers(many)).toHaveLength(MAX_TRAILER_IDS);
+  });
+});
+
+describe("live output's scannable part", () => {
+  it("§22.11 a cut output loses its first line; a live one its unfinished last line; a final one keeps it", () => {
+    expect(scannableOutput("a\nb\nc", false, false)).toBe("a\nb\n");
+    expect(scannableOutput("a\nb\nc", true, false)).toBe("b\n");
+    expect(scannableOutput("a\nb\nc", true, true)).toBe("b\nc");
+    expect(scannableOutput("a\nb\nc", false, true)).toBe("a\nb\nc");
+    expect(scannableOutput("no line break", true, true)).toBe("");
+    expect(scannableOutput("no line break", false, false)).toBe("");
+    expect(scannableOutput("", true, false)).toBe("");
   });
 });

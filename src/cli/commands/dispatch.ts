@@ -95,6 +95,7 @@ function registerRunnerCommands(dispatch: Command): void {
           timeouts: c.timeouts,
           leaseMs: c.leaseMs,
           pullHosts: built?.hosts,
+          outputScanMs: built?.outputScanMs,
         });
         const watcher = built
           ? new PullWatcher({
@@ -118,6 +119,8 @@ function registerRunnerCommands(dispatch: Command): void {
           for (const d of r.decisions.filter((x) => x.applied !== "nothing"))
             print(`attempt ${d.attempt}: ${d.action} (${d.rule}) ${d.applied}`);
           for (const e of r.errors) print(`error: attempt ${e.attempt ?? "-"}: ${e.message}`);
+          for (const l of r.linked) print(`attempt ${l.attempt}: linked ${l.url} (output)`);
+          for (const e of r.outputFailed) print(`attempt ${e.attempt}: ${e.message}`);
         };
         // spec §21.5: the config's outbox destinations are delivered beside the runner.
         const sender = senderOf(o.config ?? DEFAULT_DISPATCH_CONFIG, s.ratchet.store);

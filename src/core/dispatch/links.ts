@@ -118,6 +118,20 @@ export function findPullUrls(text: string, hosts: readonly string[] = [DEFAULT_F
   return out;
 }
 
+/**
+ * The part of a session's output whose pull-request URLs count (spec §22.11): when the output was
+ * `cut` at the front, its first line may be the tail of a longer one and is left out; while the
+ * session may still print (`final` false), text after the last line break may be a URL half
+ * printed and is left out too. Pure and total.
+ */
+export function scannableOutput(text: string, cut: boolean, final: boolean): string {
+  if (typeof text !== "string") return "";
+  const start = cut ? text.indexOf("\n") + 1 : 0;
+  if (cut && start === 0) return "";
+  const end = final ? text.length : text.lastIndexOf("\n") + 1;
+  return end > start ? text.slice(start, end) : "";
+}
+
 /** Parses one URL that must be a pull-request URL and nothing else (a manual link, spec §22.1); null if it is not. */
 export function parsePullUrl(url: string, hosts: readonly string[] = [DEFAULT_FORGE_HOST]): FoundPull | null {
   if (typeof url !== "string" || url.length > 2048) return null;

@@ -4,6 +4,8 @@
  * ```json
  * "forge": { "type": "github", "host": "github.com", "tokenEnv": "GITHUB_TOKEN", "intervalMs": 60000 }
  * ```
+ * (`outputScanMs`, the first forge's, is how often the runner scans a running
+ * session's output for pull-request URLs, spec §22.11.)
  * or a list of them (one per host, e.g. github.com and a GitHub Enterprise
  * host with its `apiUrl`). The token is never in the file: `tokenEnv` names
  * the environment variable that holds it (default `GITHUB_TOKEN`), read when
@@ -26,6 +28,8 @@ export interface ForgeConfig {
   intervalMs?: number;
   maxBackoffMs?: number;
   concurrency?: number;
+  /** How often a running session's output is scanned for pull-request URLs (spec §22.11, default 30 s). */
+  outputScanMs?: number;
 }
 
 const HOST_RE = /^[a-z0-9.-]{1,253}(:[0-9]{1,5})?$/;
@@ -57,6 +61,7 @@ export interface BuiltForges {
   readonly hosts: string[];
   readonly policy: Partial<WatchPolicy>;
   readonly concurrency: number | undefined;
+  readonly outputScanMs: number | undefined;
 }
 
 /** Builds the forges, their tokens read from the environment (spec §22.10). */
@@ -81,5 +86,6 @@ export function buildForges(
       ...(first?.maxBackoffMs !== undefined ? { maxBackoffMs: first.maxBackoffMs } : {}),
     },
     concurrency: first?.concurrency,
+    outputScanMs: first?.outputScanMs,
   };
 }

@@ -12,6 +12,7 @@ import { type DispatchTimeouts, resolveTimeouts } from "../../core/dispatch/time
 import { ConfigError } from "../../errors.js";
 import type { AttemptRow, DispatchCapable, DispatchOps } from "../../store/dispatch/ops.js";
 import type { WorkerAdapter } from "../workers/adapter.js";
+import { OutputScans, outputScanMsOf } from "./output.js";
 
 export interface RunnerOptions {
   store: DispatchCapable;
@@ -39,6 +40,11 @@ export interface RunnerOptions {
    * one (`no_forge`, spec §22.7) and nothing is linked.
    */
   pullHosts?: readonly string[];
+  /**
+   * With `pullHosts`: how often a running attempt's session output is scanned for pull-request URLs
+   * (spec §22.11; default 30 s, 1 s–1 h, on the store's clock). It is scanned once more as it settles.
+   */
+  outputScanMs?: number;
 }
 
 /** What an attempt's stored spawn holds: the request, and the kept session it revives (if any). */
@@ -60,6 +66,8 @@ export class RunnerContext {
   readonly random: Random;
   readonly debug: NonNullable<RunnerOptions["debug"]> | null;
   readonly pullHosts: readonly string[] | null;
+  /** What live-output scans linked, per attempt (spec §22.11); null without forge hosts. */
+  readonly outputScans: OutputScans | null;
   /** Worker kinds backing off after a capacity refusal, until when (read each pass, spec §20.21). */
   readonly backoffUntil = new Map<string, number>();
 
@@ -88,6 +96,8 @@ export class RunnerContext {
     this.random = o.random ?? systemRandom;
     this.debug = o.debug ?? null;
     this.pullHosts = o.pullHosts ? [...o.pullHosts] : null;
+    const every = outputScanMsOf(o.outputScanMs);
+    this.outputScans = this.pullHosts === null ? null : new OutputScans(every);
   }
 
   stepOf(a: { pipeline: string; phase: string }): Step | null {

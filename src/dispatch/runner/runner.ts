@@ -27,6 +27,7 @@ import type { WorkerAdapter } from "../workers/adapter.js";
 import { type Applied, applyDecision, wake, wakeIsOverdue } from "./apply.js";
 import { RunnerContext, type RunnerOptions } from "./context.js";
 import { launch } from "./launch.js";
+import { scanOutput } from "./output.js";
 
 export interface PassReport {
   readonly started: string[];
@@ -34,6 +35,10 @@ export interface PassReport {
   readonly forgotten: string[];
   readonly failed: string[];
   readonly errors: { attempt: string | null; message: string }[];
+  /** Pull requests newly linked from sessions' output (spec §22.11). */
+  readonly linked: { attempt: string; url: string }[];
+  /** Output scans that could not read or link (the attempts were reconciled all the same). */
+  readonly outputFailed: { attempt: string; message: string }[];
 }
 
 export class DispatchRunner {
@@ -51,7 +56,15 @@ export class DispatchRunner {
 
   /** One pass (see the class comment). Never throws for one attempt's trouble: it is in `errors`. */
   async pass(): Promise<PassReport> {
-    const report: PassReport = { started: [], decisions: [], forgotten: [], failed: [], errors: [] };
+    const report: PassReport = {
+      started: [],
+      decisions: [],
+      forgotten: [],
+      failed: [],
+      errors: [],
+      linked: [],
+      outputFailed: [],
+    };
     this.ctx.backoffUntil.clear();
     for (const s of await this.ctx.ops.seats())
       if (s.backoffUntil !== null) this.ctx.backoffUntil.set(s.worker, s.backoffUntil);
@@ -193,10 +206,31 @@ export class DispatchRunner {
       now,
     });
     await ctx.debug?.("decided", a.id);
+    await this.#scan(a, worker, reading, d.action.kind === "settle", now, report);
     let applied = await applyDecision(ctx, a, worker, reading, d, now);
     if (applied === "nothing" && a.state === "sleeping" && a.wakeRequestedAt !== null)
       applied = await wake(ctx, a, worker, wakeIsOverdue(ctx, a, now));
     report.decisions.push({ attempt: a.id, rule: d.rule, action: d.action.kind, applied });
+    if (d.action.kind === "settle" && applied === "applied") ctx.outputScans?.forget(a.id);
+  }
+
+  /**
+   * spec §22.11: a live session's output is scanned for pull-request URLs when due, and once more at
+   * its settlement, before the close-out's are linked; a scan's trouble never stops the reconcile.
+   */
+  async #scan(
+    a: AttemptRow,
+    worker: WorkerAdapter,
+    reading: SessionReading,
+    final: boolean,
+    now: number,
+    report: PassReport,
+  ): Promise<void> {
+    if (!final && reading.kind !== "running" && reading.kind !== "suspended") return;
+    const r = await scanOutput(this.ctx, a, worker, now, final);
+    if (r.kind === "skipped") return;
+    for (const url of r.linked) report.linked.push({ attempt: a.id, url });
+    if (r.kind === "failed") report.outputFailed.push({ attempt: a.id, message: r.message });
   }
 
   /**

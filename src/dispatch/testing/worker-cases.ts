@@ -1,8 +1,9 @@
 /** The cases of the worker contract suite (see worker-contract.ts). */
+import { findPullUrls } from "../../core/dispatch/links.js";
 import type { SessionReading } from "../../core/dispatch/model.js";
 import type { Expect } from "../../testing/conformance.js";
 import type { WorkerAdapter } from "../workers/adapter.js";
-import { until, type WorkerEnv } from "./worker-contract.js";
+import { CONTRACT_PR_URL, until, type WorkerEnv } from "./worker-contract.js";
 
 type Define<W extends WorkerAdapter> = (
   title: string,
@@ -174,6 +175,7 @@ export function registerWorkerCases<W extends WorkerAdapter>(define: Define<W>, 
     expect(await env.worker.stop(s)).toEqual({ kind: "absent" });
     expect(await env.worker.forget(s)).toEqual({ kind: "absent" });
     expect(await env.worker.closeout(s)).toBeNull();
+    expect(await env.worker.output(s)).toEqual({ kind: "absent" });
   });
 
   define(
@@ -207,4 +209,64 @@ export function registerWorkerCases<W extends WorkerAdapter>(define: Define<W>, 
       expect(await env.worker.resumeKept(kept, next)).toMatchObject({ kind: "refused", cause: "other" });
     },
   );
+
+  registerOutputCases(define, expect);
+}
+
+/** The text of a session's output once `ok` holds for it (spec §22.11). */
+async function outputUntil<W extends WorkerAdapter>(
+  env: WorkerEnv<W>,
+  s: string,
+  what: string,
+  ok: (text: string) => boolean,
+  maxBytes?: number,
+) {
+  return until(what, async () => {
+    const o = await env.worker.output(s, maxBytes === undefined ? undefined : { maxBytes });
+    return o.kind === "output" && ok(o.text) ? o : null;
+  });
+}
+
+function registerOutputCases<W extends WorkerAdapter>(define: Define<W>, expect: Expect): void {
+  define("§22.11 output gives what a running session printed: its pull-request URL", async (env) => {
+    const s = await startAs(env, "pr", "output-pr");
+    const o = await outputUntil(env, s, "the URL in the output", (t) => findPullUrls(t).length > 0);
+    expect(o.cut).toBe(false);
+    expect(findPullUrls(o.text).map((f) => f.url)).toEqual([CONTRACT_PR_URL]);
+    await env.opts.release(env.worker, s);
+    await env.readUntil(s, "the end", isEnded);
+  });
+
+  define(
+    "§22.11 output is the last maxBytes at most (64 KiB unless asked), cut at the front",
+    async (env) => {
+      const s = await startAs(env, "flood", "output-flood");
+      const o = await outputUntil(env, s, "the flood's end", (t) =>
+        t.includes(`${CONTRACT_PR_URL}\nready\n`),
+      );
+      expect(Buffer.byteLength(o.text)).toBeLessThan(64 * 1024 + 1);
+      expect(Buffer.byteLength(o.text)).toBeGreaterThan(32 * 1024);
+      expect(o.cut).toBe(true);
+      const small = await outputUntil(env, s, "a small tail", (t) => t.endsWith("ready\n"), 1_000);
+      expect(Buffer.byteLength(small.text)).toBeLessThan(1_001);
+      expect(small.cut).toBe(true);
+      expect(findPullUrls(small.text).map((f) => f.url)).toEqual([CONTRACT_PR_URL]);
+      await env.opts.release(env.worker, s);
+      await env.readUntil(s, "the end", isEnded);
+    },
+  );
+
+  define("§22.11 output's bound is checked: outside 1 B–1 MiB is refused, nothing read", async (env) => {
+    const s = await startAs(env, "pr", "output-bound");
+    for (const maxBytes of [0, -1, 1.5, 2 * 1024 * 1024, Number.NaN]) {
+      const refused = await env.worker.output(s, { maxBytes }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(refused, String(maxBytes)).toMatchObject({ code: "RATCHET_INVALID_INPUT" });
+    }
+    expect(await env.worker.output(s, { maxBytes: 1024 * 1024 })).toMatchObject({ kind: "output" });
+    await env.opts.release(env.worker, s);
+    await env.readUntil(s, "the end", isEnded);
+  });
 }

@@ -21,7 +21,9 @@
  * `exit3` exits 3; `wait` says `ready`, then repeats what it is told (`poke`)
  * until it is released (`release`) and exits 0; `turn` reports attention
  * `turn-ended` and agent session `agent-7`, then behaves like `wait`; `limit`
- * reports a usage limit that resets at 1800000000000, then behaves like `wait`.
+ * reports a usage limit that resets at 1800000000000, then behaves like `wait`;
+ * `pr` says `opened PR_URL` (CONTRACT_PR_URL), then behaves like `wait`; `flood`
+ * says 3,000 lines of 60 bytes, then `opened PR_URL`, then behaves like `wait`.
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -32,7 +34,12 @@ import type { SpawnRequest, WorkerAdapter } from "../workers/adapter.js";
 import type { SessionDirs } from "../workers/session-dir.js";
 import { registerWorkerCases } from "./worker-cases.js";
 
-export type Behaviour = "exit0" | "exit3" | "wait" | "turn" | "limit";
+export type Behaviour = "exit0" | "exit3" | "wait" | "turn" | "limit" | "pr" | "flood";
+
+/** The pull-request URL the `pr` and `flood` behaviours print. */
+export const CONTRACT_PR_URL = "https://github.com/acme/widgets/pull/42";
+/** One of the `flood` behaviour's 3,000 lines (60 bytes with its line break). */
+export const FLOOD_LINE = "flood: output that fills the history past any bound we read";
 
 export interface WorkerContractOptions<W extends WorkerAdapter> {
   name: string;
@@ -61,6 +68,8 @@ export function shellBehaviour(b: Behaviour): string {
     wait,
     turn: `printf turn-ended > "$D/attention"; printf agent-7 > "$D/agent-session"; ${wait}`,
     limit: `printf 1800000000000 > "$D/usage-limit"; ${wait}`,
+    pr: `echo "opened ${CONTRACT_PR_URL}"; ${wait}`,
+    flood: `i=0; while [ $i -lt 3000 ]; do echo "${FLOOD_LINE}"; i=$((i+1)); done; echo "opened ${CONTRACT_PR_URL}"; ${wait}`,
   };
   return `D="$RATCHET_SESSION_DIR"; ${body[b]}`;
 }

@@ -12,6 +12,7 @@
 import type { SessionReading } from "../../core/dispatch/model.js";
 import type { SpawnRequest } from "../../core/dispatch/route.js";
 import type { KeptSession, StartOutcome } from "../../core/dispatch/sessions.js";
+import { ValidationError } from "../../errors.js";
 
 export type { SpawnRequest, StartOutcome };
 
@@ -34,6 +35,19 @@ export interface Closeout {
   readonly summary: string | null;
   /** Optional JSON the next step may read. */
   readonly data: unknown;
+}
+
+/**
+ * What a session printed, its last bytes (spec §22.11): `cut` when older output was left out, so the
+ * text may start mid-line; a last line without a line break may still be being printed.
+ */
+export type OutputOutcome =
+  | { readonly kind: "output"; readonly text: string; readonly cut: boolean }
+  | { readonly kind: "absent" };
+
+export interface OutputOptions {
+  /** At most this many bytes, the last ones (default 64 KiB, at most 1 MiB). */
+  readonly maxBytes?: number;
 }
 
 export interface WorkerAdapter {
@@ -60,6 +74,11 @@ export interface WorkerAdapter {
   forget(session: string): Promise<ForgetOutcome>;
   /** The close-out the session reported, or null when it reported none (yet). */
   closeout(session: string): Promise<Closeout | null>;
+  /**
+   * The last ≤ `maxBytes` of what the session printed, read without loading more than that (spec
+   * §22.11), or `absent` when the host has no output of it (no such session, or gone with its output).
+   */
+  output(session: string, o?: OutputOptions): Promise<OutputOutcome>;
   /** Releases what the adapter holds (not the sessions: they outlive runners). */
   close?(): Promise<void>;
 }
@@ -67,6 +86,28 @@ export interface WorkerAdapter {
 /** Bounds every adapter applies to what a session reports. */
 export const MAX_CLOSEOUT_BYTES = 256 * 1024;
 export const MAX_REPORT_CHARS = 1_000;
+
+export const DEFAULT_OUTPUT_BYTES = 64 * 1024;
+export const MAX_OUTPUT_BYTES = 1024 * 1024;
+
+/** The output bound asked for, checked: an integer in 1–1 MiB (`RATCHET_INVALID_INPUT` otherwise). */
+export function outputBytes(o: OutputOptions | undefined): number {
+  const n = o?.maxBytes ?? DEFAULT_OUTPUT_BYTES;
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_OUTPUT_BYTES)
+    throw new ValidationError(`output maxBytes must be an integer in 1–${MAX_OUTPUT_BYTES}`);
+  return n;
+}
+
+/**
+ * The last ≤ `max` bytes of `buf` as text: a character the cut splits is dropped whole (UTF-8
+ * continuation bytes at the start are skipped), so the text never starts with half a character.
+ */
+export function tailText(buf: Buffer, max: number): { text: string; cut: boolean } {
+  if (buf.length <= max) return { text: buf.toString("utf8"), cut: false };
+  let from = buf.length - max;
+  for (let i = 0; i < 3 && from < buf.length && (buf[from]! & 0xc0) === 0x80; i++) from++;
+  return { text: buf.subarray(from).toString("utf8"), cut: true };
+}
 
 /** Parses a close-out a session wrote; a malformed one is a failed close-out naming the problem. */
 export function parseCloseout(text: string): Closeout {

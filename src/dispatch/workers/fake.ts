@@ -13,10 +13,13 @@ import type {
   Closeout,
   ControlOutcome,
   ForgetOutcome,
+  OutputOptions,
+  OutputOutcome,
   SpawnRequest,
   StartOutcome,
   WorkerAdapter,
 } from "./adapter.js";
+import { outputBytes, tailText } from "./adapter.js";
 
 type Phase = "running" | "suspended" | "ended";
 
@@ -103,6 +106,8 @@ export class FakeWorker implements WorkerAdapter {
   refuseNext: { cause: "capacity" | "other"; count: number } | null = null;
   /** Refuse this many forgets (a host that does not confirm). */
   refuseForgets = 0;
+  /** Fail this many output() reads (a host that does not answer), then answer again. */
+  failOutputs = 0;
 
   constructor(o: FakeWorkerOptions = {}) {
     this.kind = o.kind ?? "fake";
@@ -226,5 +231,18 @@ export class FakeWorker implements WorkerAdapter {
 
   async closeout(session: string): Promise<Closeout | null> {
     return this.#sessions.get(session)?.report ?? null;
+  }
+
+  /** The last ≤ maxBytes of what the test made the session say (spec §22.11). */
+  async output(session: string, o?: OutputOptions): Promise<OutputOutcome> {
+    const max = outputBytes(o);
+    this.calls.push({ op: "output", session });
+    if (this.failOutputs > 0) {
+      this.failOutputs--;
+      throw new Error("scripted output failure");
+    }
+    const s = this.#sessions.get(session);
+    if (!s) return { kind: "absent" };
+    return { kind: "output", ...tailText(Buffer.from(s.output, "utf8"), max) };
   }
 }

@@ -12,10 +12,13 @@
  *   session runs its command again (RATCHET_RESUME=1, the message in
  *   RATCHET_RESUME_MESSAGE), which is also how a kept session is revived.
  * - stop: SIGTERM, and SIGKILL on the next call; forget: SIGKILL and remove.
+ * - output: the tail of `out.log`, read at its offset (never the whole file);
+ *   it outlives the session's end until the session is forgotten.
  * Linux only: process states are read from /proc.
  */
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { type Clock, systemClock } from "../../core/clock.js";
 import type { SessionReading } from "../../core/dispatch/model.js";
@@ -24,10 +27,13 @@ import type {
   Closeout,
   ControlOutcome,
   ForgetOutcome,
+  OutputOptions,
+  OutputOutcome,
   SpawnRequest,
   StartOutcome,
   WorkerAdapter,
 } from "./adapter.js";
+import { outputBytes, tailText } from "./adapter.js";
 import { groupState, procStartTime, SESSION_NAME_RE, SessionDirs, signalGroup } from "./session-dir.js";
 
 export interface ProcessWorkerOptions {
@@ -216,5 +222,27 @@ export class ProcessWorker implements WorkerAdapter {
 
   async closeout(session: string): Promise<Closeout | null> {
     return this.dirs.exists(session) ? this.dirs.closeout(session) : null;
+  }
+
+  /** spec §22.11: the last ≤ maxBytes of `out.log`, one positioned read of the tail. */
+  async output(session: string, o?: OutputOptions): Promise<OutputOutcome> {
+    const max = outputBytes(o);
+    if (!this.dirs.exists(session)) return { kind: "absent" };
+    let f: Awaited<ReturnType<typeof open>>;
+    try {
+      f = await open(join(this.dirs.dir(session), "out.log"), "r");
+    } catch {
+      return { kind: "output", text: "", cut: false }; // nothing printed yet
+    }
+    try {
+      const size = (await f.stat()).size;
+      const from = Math.max(0, size - max - 3); // up to 3 more bytes, to cut at a character's start
+      const buf = Buffer.alloc(size - from);
+      const { bytesRead } = await f.read(buf, 0, buf.length, from);
+      const t = tailText(buf.subarray(0, bytesRead), max);
+      return { kind: "output", text: t.text, cut: t.cut || from > 0 };
+    } finally {
+      await f.close();
+    }
   }
 }

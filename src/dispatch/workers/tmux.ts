@@ -16,6 +16,8 @@
  *   message is typed into the pane (`send-keys`); an ended session is started
  *   again under its name (RATCHET_RESUME=1).
  * - stop: SIGTERM to the pane's group, then kill-session on the next call.
+ * - output: the pane's history and screen down to the cursor's line
+ *   (`capture-pane -J`, at most HISTORY_LINES back); gone with the pane.
  */
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -29,10 +31,13 @@ import type {
   Closeout,
   ControlOutcome,
   ForgetOutcome,
+  OutputOptions,
+  OutputOutcome,
   SpawnRequest,
   StartOutcome,
   WorkerAdapter,
 } from "./adapter.js";
+import { MAX_OUTPUT_BYTES, outputBytes, tailText } from "./adapter.js";
 import { groupFollowers, procState, SESSION_NAME_RE, SessionDirs, signalGroup } from "./session-dir.js";
 
 const run = promisify(execFile);
@@ -50,6 +55,9 @@ export interface TmuxWorkerOptions {
 
 const WRAPPER =
   '"$@"; echo $? >"$RATCHET_SESSION_DIR/exit.tmp"; mv "$RATCHET_SESSION_DIR/exit.tmp" "$RATCHET_SESSION_DIR/exit"';
+
+/** How far back in a pane's history output() reads (tmux keeps at most its history-limit anyway). */
+const HISTORY_LINES = 10_000;
 
 interface Pane {
   pid: number;
@@ -72,10 +80,11 @@ export class TmuxWorker implements WorkerAdapter {
   }
 
   /** Runs tmux on our socket; null when it fails (no server, no such session). */
-  async #tmux(args: readonly string[]): Promise<string | null> {
+  async #tmux(args: readonly string[], maxBuffer = 1024 * 1024): Promise<string | null> {
     try {
       const r = await run("tmux", ["-L", this.socket, "-f", "/dev/null", ...args], {
         timeout: this.#timeoutMs,
+        maxBuffer,
       });
       return r.stdout;
     } catch {
@@ -259,5 +268,25 @@ export class TmuxWorker implements WorkerAdapter {
 
   async closeout(session: string): Promise<Closeout | null> {
     return this.dirs.exists(session) ? this.dirs.closeout(session) : null;
+  }
+
+  /**
+   * spec §22.11: the pane's lines from at most HISTORY_LINES back down to the cursor's line, wrapped
+   * lines joined; the cursor's line keeps no line break (it may still be being printed). Its last
+   * ≤ maxBytes; absent once the pane is gone.
+   */
+  async output(session: string, o?: OutputOptions): Promise<OutputOutcome> {
+    const max = outputBytes(o);
+    if (!this.dirs.exists(session)) return { kind: "absent" };
+    const at = await this.#tmux(["display-message", "-p", "-t", `=${session}:`, "#{cursor_y}"]);
+    const y = Number((at ?? "").trim());
+    if (at === null || !Number.isInteger(y)) return { kind: "absent" };
+    const t = `=${session}:`;
+    const lines = ["capture-pane", "-p", "-J", "-S", `-${HISTORY_LINES}`, "-E", String(y), "-t", t];
+    const out = await this.#tmux(lines, 8 * MAX_OUTPUT_BYTES);
+    if (out === null) return { kind: "absent" };
+    // The cursor's line ends the text with no line break: empty at column 0, else maybe half-printed.
+    const text = out.endsWith("\n") ? out.slice(0, -1) : out;
+    return { kind: "output", ...tailText(Buffer.from(text, "utf8"), max) };
   }
 }
