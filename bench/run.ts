@@ -24,6 +24,7 @@ import { defineTask, Ratchet, silentLogger, type TaskDefinition } from "../src/i
 import type { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
 import { renderConversationFigures, runConversationBench } from "./conversations.js";
 import { renderModelFigures, runModelBench } from "./models.js";
+import { renderOutboxFigures, runOutboxBench } from "./outbox.js";
 import { pgProblem, runPg } from "./pg.js";
 import { fmt, median, n, progress } from "./stats.js";
 import { renderStreamFigures, runStreamBench } from "./streams.js";
@@ -498,6 +499,7 @@ async function main(): Promise<void> {
     if (!args["pg-only"]) await runConversations(["sqlite"]);
     if (!args["pg-only"]) await runModels(["sqlite"]);
     if (!args["pg-only"]) await runTools(["sqlite"]);
+    if (!args["pg-only"]) await runOutbox(["sqlite"]);
     return;
   }
   if (!args["pg-only"]) process.stdout.write("\n");
@@ -506,6 +508,21 @@ async function main(): Promise<void> {
   await runConversations(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
   await runModels(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
   await runTools(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+  await runOutbox(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
+}
+
+/** The outbox figures (bench/outbox.ts): what a task's opt-in fact costs, and a sender's rate. */
+async function runOutbox(stores: ("sqlite" | "pg")[]): Promise<void> {
+  const figs = await runOutboxBench({ stores, pgUrl: PG_URL, tasks: QUICK ? 500 : 5_000, runs: RUNS });
+  process.stdout.write(`\nThe outbox (spec §21)\n\n${renderOutboxFigures(figs)}\n`);
+  const out = join(
+    packageRoot(),
+    "bench",
+    "results",
+    QUICK ? "latest-outbox-quick.json" : "latest-outbox.json",
+  );
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
 }
 
 /** The tool-call and compaction figures (bench/tools.ts), last. */

@@ -55,6 +55,28 @@ forEachBackend(() => {
       expect((await r.get(e))!.outcome).toBe("failed"); // it opted into "aborted" only
     });
 
+    it("§21.17 a drain of many opted-in tasks writes one fact per task, with dependents and plain tasks in the same batches", async () => {
+      const reported = defineTask({ name: "many", facts: ["completed"], run: (_c, n: number) => n });
+      const plain = defineTask({ name: "plain-many", run: (_c, n: number) => n });
+      const r = await openRatchet([reported, plain], { clock: new FakeClock() });
+      const ids = await r.enqueueMany(
+        Array.from({ length: 300 }, (_, i) => ({ task: i % 3 === 0 ? plain : reported, input: i })),
+      );
+      // Tasks that others need: their completions release dependents in the same transaction.
+      const after = await r.enqueueMany(
+        ids.slice(0, 20).map((id, i) => ({ task: reported, input: 1_000 + i, needs: [id] })),
+      );
+      await r.start({ concurrency: 16 });
+      for (const id of [...ids, ...after]) await r.waitFor(id, { timeoutMs: 60_000 });
+      await r.stop();
+      const facts = await r.store.outbox.facts("0", 1_000);
+      const subjects = facts.map((f) => f.subject);
+      const expected = [...ids.filter((_, i) => i % 3 !== 0), ...after].map((id) => `task:${id}`);
+      expect(new Set(subjects).size).toBe(subjects.length);
+      expect([...subjects].sort()).toEqual([...expected].sort());
+      expect(facts.every((f) => f.type === "task.completed")).toBe(true);
+    });
+
     it("§21.17 an unknown outcome in facts is RATCHET_CONFIG at definition", async () => {
       await expectCode(
         () => defineTask({ name: "bad", facts: ["done" as "completed"], run: () => 1 }),

@@ -101,15 +101,50 @@ export function checkFacts(facts: readonly FactInput[]): EncodedFact[] {
  * and on PostgreSQL in the order of their seq (spec §21.2, §21.3).
  */
 export function* appendFacts(facts: readonly FactInput[]): Program<void> {
-  const rows = checkFacts(facts);
+  yield* insertFacts(checkFacts(facts));
+}
+
+/** Rows per INSERT when many changes append together (three parameters a row). */
+const INSERT_ROWS = 200;
+
+/**
+ * appendFacts for a batch of changes in one transaction (a settle batch's task facts, spec §21.17):
+ * each change checked on its own (at most MAX_FACTS_PER_CHANGE), the lock taken once, the rows
+ * inserted INSERT_ROWS at a time in the changes' order, where a statement per change cost a
+ * PostgreSQL settle batch a round trip per task.
+ */
+export function* appendFactsOfChanges(changes: readonly (readonly FactInput[])[]): Program<void> {
+  const rows: EncodedFact[] = [];
+  for (const facts of changes) for (const r of checkFacts(facts)) rows.push(r);
+  yield* insertFacts(rows);
+}
+
+function* insertFacts(rows: readonly EncodedFact[]): Program<void> {
   if (rows.length === 0) return;
   yield { op: "lock", key: "outbox" };
-  const p: Record<string, unknown> = {};
-  const values = rows.map((r, i) => {
-    p[`t${i}`] = r.type;
-    p[`s${i}`] = r.subject;
-    p[`d${i}`] = r.data;
-    return `(:t${i}, :s${i}, :now, :d${i})`;
-  });
-  yield* q(`INSERT INTO ${O} (type, subject, at, data) VALUES ${values.join(", ")}`, p);
+  for (let k = 0; k < rows.length; k += INSERT_ROWS) {
+    const p: Record<string, unknown> = {};
+    const values: string[] = [];
+    for (let i = 0; i < Math.min(INSERT_ROWS, rows.length - k); i++) {
+      const r = rows[k + i]!;
+      p[`t${i}`] = r.type;
+      p[`s${i}`] = r.subject;
+      p[`d${i}`] = r.data;
+      values.push(`(:t${i}, :s${i}, :now, :d${i})`);
+    }
+    yield* q(`INSERT INTO ${O} (type, subject, at, data) VALUES ${values.join(", ")}`, p);
+  }
+}
+
+/** The facts of the settlements that applied ("ok"), one change each, in the batch's order. */
+export function factsOfApplied(
+  items: readonly { readonly facts?: readonly FactInput[] | undefined }[],
+  results: readonly unknown[],
+): (readonly FactInput[])[] {
+  const out: (readonly FactInput[])[] = [];
+  for (let i = 0; i < items.length; i++) {
+    const f = items[i]!.facts;
+    if (f && results[i] === "ok") out.push(f);
+  }
+  return out;
 }

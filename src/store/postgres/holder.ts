@@ -1,6 +1,6 @@
 /** Holder writes (spec §3.7–§3.8, §4): steps, heartbeats, progress and settlements, each fenced by the claim token. */
 import { AbortedError, LeaseLostError } from "../../errors.js";
-import { appendFacts } from "../outbox/facts.js";
+import { appendFactsOfChanges, factsOfApplied } from "../outbox/facts.js";
 import {
   type Fence,
   fenceParams,
@@ -104,9 +104,10 @@ export async function progress(
 }
 
 type Completion = Extract<Settlement, { kind: "complete" }>;
-/** A completion the one-statement path may write: run mode, and no facts (spec §21.17: they need a transaction). */
-const isPlain = (s: Settlement): s is Completion =>
-  s.kind === "complete" && s.fence.mode !== "abort" && s.facts === undefined;
+/** A run-mode completion: completeMany's statement writes it (with its facts, if any, after it). */
+const isCompletion = (s: Settlement): s is Completion => s.kind === "complete" && s.fence.mode !== "abort";
+/** A completion the one-statement path may write: no facts (spec §21.17: they need a transaction). */
+const isPlain = (s: Settlement): s is Completion => isCompletion(s) && s.facts === undefined;
 
 /**
  * A batch of run-mode completions (a worker's usual batch) is first written by one statement in its
@@ -152,7 +153,7 @@ async function settleInTx(core: PgCore, items: readonly Settlement[]): Promise<S
     // Completions (the common case) are applied by one multi-row statement; what it
     // did not match, and every other kind, goes through #settleOne.
     const ended: TaskId[] = [];
-    const completes = items.filter(isPlain);
+    const completes = items.filter(isCompletion);
     const applied = await completeMany(core, c, completes, false);
     // Lock order by id keeps concurrent batches from deadlocking on each other.
     const order = items.map((s, i) => [s, i] as const).sort((a, b) => a[0].fence.taskId - b[0].fence.taskId);
@@ -178,8 +179,9 @@ async function settleInTx(core: PgCore, items: readonly Settlement[]): Promise<S
       wake ||= r.wake;
     }
     out.push(...results);
-    for (let i = 0; i < items.length; i++)
-      if (items[i]!.facts && results[i] === "ok") await core.inTx(c, appendFacts(items[i]!.facts!));
+    // spec §21.17: the opt-in facts of the settlements that applied, last (§21.3: the lock briefly).
+    const facts = factsOfApplied(items, results);
+    if (facts.length > 0) await core.inTx(c, appendFactsOfChanges(facts));
     await core.bumpLive(c, deltas);
     // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
     if (ended.length > 0) await core.inTx(c, reconcile(ended));

@@ -1,6 +1,6 @@
 /** Holder writes for the SQLite store: steps, heartbeats, progress and settlement, each fenced (spec §3.7). */
 import { fromJson } from "../../core/json.js";
-import { appendFacts } from "../outbox/facts.js";
+import { appendFactsOfChanges, factsOfApplied } from "../outbox/facts.js";
 import { bySize } from "../sized.js";
 import {
   type Fence,
@@ -133,8 +133,8 @@ export function settle(c: SqliteCore, items: readonly Settlement[]): SettleResul
     // Children and wait members that ended: their owners and waiters may move (spec §12.3–§12.4).
     if (ended.length > 0) c.inTx(reconcile(ended));
     // spec §21.17: a task's opt-in facts, with its settlement; none asked for, no SQL.
-    for (let i = 0; i < items.length; i++)
-      if (items[i]!.facts && out[i] === "ok") c.inTx(appendFacts(items[i]!.facts!));
+    const facts = factsOfApplied(items, out);
+    if (facts.length > 0) c.inTx(appendFactsOfChanges(facts));
     return out;
   });
 }

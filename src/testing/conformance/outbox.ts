@@ -1,5 +1,5 @@
 /** Conformance: the outbox's facts and destinations (spec part 21), through the Store interface only. */
-import { appendFacts } from "../../store/outbox/facts.js";
+import { appendFacts, appendFactsOfChanges } from "../../store/outbox/facts.js";
 import { one } from "../../store/tree/program.js";
 import type { Define } from "./kit.js";
 import { rejection } from "./kit.js";
@@ -35,6 +35,29 @@ export function registerOutboxTests(it: Define): void {
     expect(facts.every((f) => f.at === clock.now() && f.id === `fact_${f.seq}`)).toBe(true);
     expect(Number(facts[0]!.seq)).toBeLessThan(Number(facts[1]!.seq));
     expect(await store.outbox.facts(facts[0]!.seq, 1)).toEqual([facts[1]]);
+  });
+
+  it("§21.17 a batch of changes appends its facts in the changes' order across statements; one bad change writes nothing", async ({
+    store,
+    expect,
+  }) => {
+    // 450 facts in 150 changes of three: more rows than one INSERT takes.
+    const changes = Array.from({ length: 150 }, (_, c) => [fact(3 * c), fact(3 * c + 1), fact(3 * c + 2)]);
+    await store.outbox.run(function* () {
+      yield* appendFactsOfChanges([]);
+      yield* appendFactsOfChanges(changes);
+    });
+    const facts = await store.outbox.facts("0", 1_000);
+    expect(facts.map((f) => (f.data as { n: number }).n)).toEqual(Array.from({ length: 450 }, (_, i) => i));
+    const seqs = facts.map((f) => Number(f.seq));
+    expect(seqs.every((q, i) => i === 0 || q > seqs[i - 1]!)).toBe(true);
+    // Each change is held to its own bound (spec §21.1): 101 facts in one change is refused, whole.
+    const tooMany = Array.from({ length: 101 }, (_, i) => fact(i));
+    await rejection(
+      () => store.outbox.run(() => appendFactsOfChanges([[fact(1000)], tooMany])),
+      "RATCHET_INVALID_INPUT",
+    );
+    expect(await store.outbox.facts(facts[449]!.seq, 10)).toEqual([]);
   });
 
   it("§21.2 a guarded write that loses yields no facts, so a lost race emits nothing", async ({
