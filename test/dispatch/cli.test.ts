@@ -4,7 +4,7 @@
  * command line, read back with --json and as tables.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -39,6 +39,11 @@ describe("dispatch commands (spec §20.25)", () => {
         workers: [{ kind: "proc", type: "process", root: "sessions" }],
         timeouts: { stopGraceSeconds: 0 },
         intervalMs: 50,
+        // spec §21.5: dispatch run delivers the config's destinations beside its runner.
+        outbox: {
+          destinations: [{ name: "log", types: ["item.*"], sink: { type: "file", path: "facts.jsonl" } }],
+          pollMs: 50,
+        },
       }),
     );
     const env = { ...process.env, RATCHET_STORE: `sqlite:${db}` };
@@ -101,6 +106,27 @@ describe("dispatch commands (spec §20.25)", () => {
     expect(one.events.map((e) => e.kind)).toEqual(expect.arrayContaining(["claimed", "closeout", "settled"]));
     expect(ok("attempts", "--item", "2")).toContain("failed:item-closed");
     expect(ok("dispatch", "why", "2")).toContain("failed (item-closed)");
+
+    // The sender beside the runner delivered every item move, in order, to the file (spec §21.5, §21.8).
+    const moves = () =>
+      existsSync(join(dir, "facts.jsonl"))
+        ? readFileSync(join(dir, "facts.jsonl"), "utf8")
+            .split("\n")
+            .filter((l) => l !== "")
+            .map((l) => JSON.parse(l) as { type: string; subject: string; seq: string })
+        : [];
+    await waitUntil("the item moves delivered", async () => {
+      const last = moves().filter((f) => f.subject === "item:2");
+      return (
+        last.length > 0 &&
+        (last.at(-1) as unknown as { data: { to: { state: string } } }).data.to.state === "closed"
+      );
+    });
+    const delivered = moves();
+    expect(delivered.every((f) => f.type === "item.moved")).toBe(true);
+    expect(new Set(delivered.map((f) => f.subject))).toEqual(new Set(["item:1", "item:2"]));
+    const seqs = delivered.map((f) => Number(f.seq));
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
 
     runner.kill("SIGTERM");
     expect(await exited).toBe(0);
