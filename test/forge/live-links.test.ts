@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { PipelineSpec } from "../../src/core/dispatch/pipeline.js";
-import { OUTPUT_SCAN_BYTES } from "../../src/dispatch/runner/output.js";
+import { MAX_REMEMBERED_ATTEMPTS, OUTPUT_SCAN_BYTES, OutputScans } from "../../src/dispatch/runner/output.js";
 import { DispatchRunner } from "../../src/dispatch/runner/runner.js";
 import type { OutputOutcome } from "../../src/dispatch/workers/adapter.js";
 import { type FakeSession, FakeWorker } from "../../src/dispatch/workers/fake.js";
@@ -182,4 +182,33 @@ describe("pull requests linked from live session output", () => {
       await store.close();
     }
   }, 20_000);
+});
+
+describe("the live scan's bounds", () => {
+  it("§22.11 outputScanMs is checked (1 s–1 h), and the per-attempt memory is bounded", async () => {
+    const clock = new FakeClock();
+    const store = new SqliteStore({ path: ":memory:", clock });
+    await store.migrate();
+    try {
+      for (const outputScanMs of [999, 3_600_001, 1.5, Number.NaN]) {
+        const build = () =>
+          new DispatchRunner({
+            store,
+            pipelines: [pipeline],
+            workers: [new FakeWorker()],
+            pullHosts: ["github.com"],
+            outputScanMs,
+          });
+        expect(build, String(outputScanMs)).toThrow(expect.objectContaining({ code: "RATCHET_CONFIG" }));
+      }
+    } finally {
+      await store.close();
+    }
+    const scans = new OutputScans(1_000);
+    for (let i = 0; i <= MAX_REMEMBERED_ATTEMPTS; i++) scans.entry(String(i), 0);
+    expect(scans.size).toBe(MAX_REMEMBERED_ATTEMPTS);
+    expect(scans.due("0", 1)).toBe(true); // the oldest was forgotten: due again
+    expect(scans.due("1", 1)).toBe(false);
+    expect(scans.due("1", 1_000)).toBe(true);
+  });
 });
