@@ -31,6 +31,9 @@ export type {
 } from "./engine/ratchet.js";
 export { Ratchet } from "./engine/ratchet.js";
 export type { ScheduleOptions } from "./engine/schedule.js";
+export type { LayerStepWrite, StepCommitWith } from "./engine/step-commit.js";
+export type { StreamWriter } from "./engine/stream.js";
+export type { StreamChunk } from "./engine/stream-reader.js";
 export * from "./errors.js";
 export type { MissedPolicy, ScheduleRow } from "./store/schedules.js";
 export type {

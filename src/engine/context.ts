@@ -35,6 +35,7 @@ import type { Batcher } from "./batcher.js";
 import type { Deadline, Deadlines } from "./deadlines.js";
 import { checkKeys, checkName, describe, MAX_MS, type TaskDefinition } from "./definition.js";
 import { type ChildSpec, childOf, type SpawnOptions } from "./spawn.js";
+import { commitStepWith, type StepCommits, type StepCommitWith } from "./step-commit.js";
 import { retryStore } from "./store-retry.js";
 import { InvocationStreams, type StreamDeps, type StreamWriter } from "./stream.js";
 import { checkRead, readChunks, type StreamChunk, StreamWaiters } from "./stream-reader.js";
@@ -137,9 +138,15 @@ export interface StepOptions {
    * does. Called only when fn ran in this invocation, never on a replay.
    */
   commit?: (w: StepWrite, store: Store) => Promise<SettleResult>;
+  /**
+   * Commits the step with the layer's own rows and the invocation's still-buffered stream chunks in
+   * one transaction, group-committed by the engine with other invocations' (spec §18.10,
+   * step-commit.ts). Called only when fn ran in this invocation; not with `commit`.
+   */
+  commitWith?: StepCommitWith<any>;
 }
 
-const STEP_KEYS: ReadonlySet<string> = new Set(["commit"]);
+const STEP_KEYS: ReadonlySet<string> = new Set(["commit", "commitWith"]);
 
 export type { ChildSpec, SpawnOptions };
 
@@ -209,6 +216,8 @@ export interface InvocationDeps {
   maxPayloadBytes: number;
   maxDepth(queue: string): number;
   steps: Batcher<StepWrite, SettleResult>;
+  /** Layers' group-committed steps (ctx.step's `commitWith`, spec §18.10). */
+  stepCommits: StepCommits;
   clock: Clock;
   leaseGraceMs: number;
   maxStepBytes: number;
@@ -445,7 +454,7 @@ export class Invocation implements TaskContext {
     this.#live();
     const n = this.#claimName(name);
     if (typeof fn !== "function") throw new ValidationError(`step "${n}": fn must be a function`);
-    const commit = opts === undefined ? undefined : stepCommit(n, opts);
+    const { commit, commitWith } = opts === undefined ? NO_COMMIT : stepCommit(n, opts);
     // Awaits only what is not there yet: the loaded steps after the first call, a plain value from
     // fn. Each `await` of a ready value is a microtask turn and a promise; a 10-step task paid ~20.
     const steps = this.#steps ?? (await this.#stepsLoaded());
@@ -455,14 +464,19 @@ export class Invocation implements TaskContext {
     this.#live();
     // Unstorable results are errors, never silently truncated (spec §4.6).
     const text = toStorableJson(value, `result of step "${n}"`, this.#deps.maxStepBytes);
-    // spec §16.2: what the step streamed is committed before the step is.
-    if (this.#streams?.dirty) await this.#boundary();
     const w: StepWrite = { fence: this.fence, name: n, result: text };
-    // Group-committed with the steps of other invocations in this turn (one transaction), unless
-    // the layer commits it with its own rows (spec §4.2).
-    const res = commit
-      ? await this.#layer(() => commit(w, this.#deps.store))
-      : await this.#deps.steps.submit(w);
+    let res: SettleResult;
+    if (commitWith) {
+      // spec §18.10: what the step streamed and is still buffered commits in the step's transaction.
+      const streams = this.#streams;
+      res = await this.#layer(() => commitStepWith(this.#deps.stepCommits, commitWith, w, streams));
+    } else {
+      // spec §16.2: what the step streamed is committed before the step is.
+      if (this.#streams?.dirty) await this.#boundary();
+      // Group-committed with the steps of other invocations in this turn (one transaction), unless
+      // the layer commits it with its own rows (spec §4.2).
+      res = commit ? await this.#layer(() => commit(w, this.#deps.store)) : await this.#deps.steps.submit(w);
+    }
     this.#answered(res);
     const stored = JSON.parse(text) as T;
     steps.set(n, stored);
@@ -682,14 +696,21 @@ export class Invocation implements TaskContext {
   }
 }
 
-/** The checked `commit` of ctx.step's options (spec §4.2, §2.1: no option is silently ignored). */
-function stepCommit(n: string, opts: StepOptions): StepOptions["commit"] {
+const NO_COMMIT: StepOptions = {};
+
+/** The checked commits of ctx.step's options (spec §4.2, §18.10, §2.1: no option is silently ignored). */
+function stepCommit(n: string, opts: StepOptions): StepOptions {
   if (opts === null || typeof opts !== "object")
     throw new ValidationError(`step "${n}": options must be an object`);
   checkKeys(opts, STEP_KEYS, `step "${n}" options`);
   if (opts.commit !== undefined && typeof opts.commit !== "function")
     throw new ValidationError(`step "${n}": commit must be a function`);
-  return opts.commit;
+  const cw = opts.commitWith;
+  if (cw !== undefined && (typeof cw?.write !== "function" || typeof cw.rows !== "function"))
+    throw new ValidationError(`step "${n}": commitWith needs write and rows functions`);
+  if (cw !== undefined && opts.commit !== undefined)
+    throw new ValidationError(`step "${n}": commit and commitWith exclude each other`);
+  return opts;
 }
 
 /** A value `await` would treat as a promise (a `then` function). */

@@ -55,6 +55,7 @@ import {
   type ScheduleOptions,
   tickKey,
 } from "./schedule.js";
+import { StepCommits } from "./step-commit.js";
 import { retryStore } from "./store-retry.js";
 import {
   checkRead,
@@ -195,6 +196,7 @@ export class Ratchet {
       },
       settler: this.#settler,
       steps,
+      stepCommits: new StepCommits(store),
       log: (taskId, args) =>
         o.logger.info(
           `task ${taskId}: ${args.map((a) => (typeof a === "string" ? a : describe(a))).join(" ")}`,

@@ -188,8 +188,45 @@ export class Writer implements StreamWriter {
     this.#timer.unref?.();
   }
 
-  /** Sends what is buffered as one batch at the committed length. */
-  #send(): void {
+  /** The error that failed this writer, if any. */
+  get error(): RatchetError | undefined {
+    return this.#error;
+  }
+
+  /** The batch in flight, if any (settled, never rejected). */
+  get inflight(): Promise<void> | null {
+    return this.#inflight;
+  }
+
+  /**
+   * spec §18.10: hands what is buffered to a step's commit, as this writer's batch in flight (the
+   * interval timer stops); `settle` reports the commit's answer for it and waits until the writer
+   * took it in. Null when there is nothing to send, a batch is in flight or the writer failed.
+   */
+  handOver(): HandedBatch | null {
+    if (this.#inflight || this.#error || !this.dirty) return null;
+    let item: StreamAppend | undefined;
+    let answer!: (r: StreamAppendResult | Error) => void;
+    const answered = new Promise<StreamAppendResult>((resolve, reject) => {
+      answer = (r) => (typeof r === "string" ? resolve(r) : reject(r));
+    });
+    this.#send((i) => {
+      item = i;
+      return answered;
+    });
+    const inflight = this.#inflight!;
+    return {
+      writer: this,
+      item: item!,
+      settle: (r) => {
+        answer(r);
+        return inflight;
+      },
+    };
+  }
+
+  /** Sends what is buffered as one batch at the committed length (by the append batcher unless `via`). */
+  #send(via?: (item: StreamAppend) => Promise<StreamAppendResult>): void {
     if (this.#timer !== undefined) {
       clearTimeout(this.#timer);
       this.#timer = undefined;
@@ -208,7 +245,7 @@ export class Writer implements StreamWriter {
       close,
       maxBytes: this.#deps.maxBytes,
     };
-    this.#inflight = this.#deps.appends.submit(item).then(
+    this.#inflight = (via ? via(item) : this.#deps.appends.submit(item)).then(
       (r) => this.#settled(r, chunks.length, bytes, close),
       (e) => this.#fail(e instanceof RatchetError ? e : new StoreError(String(e), { cause: e })),
     );
@@ -263,6 +300,14 @@ export class Writer implements StreamWriter {
   }
 }
 
+/** A writer's batch handed to a step's commit (spec §18.10). */
+export interface HandedBatch {
+  readonly writer: Writer;
+  readonly item: StreamAppend;
+  /** The commit's answer for this batch, or its failure; resolves once the writer took it in. */
+  settle(r: StreamAppendResult | Error): Promise<void>;
+}
+
 /**
  * The writers of one invocation, by name; made on the first ctx.stream call (most tasks never
  * stream, and pay nothing).
@@ -305,6 +350,27 @@ export class InvocationStreams {
   get dirty(): boolean {
     for (const w of this.#open) if (w.dirty) return true;
     return false;
+  }
+
+  /**
+   * spec §18.10: every writer's buffered chunks, as batches for a step's commit to carry. Batches in
+   * flight are waited for first (one per writer, spec §16.4); a writer that failed throws its error,
+   * as the boundary flush would.
+   */
+  async handOver(): Promise<HandedBatch[]> {
+    for (let i = 0; ; i++) {
+      const inflight = this.#open.map((w) => w.inflight).filter((p) => p !== null);
+      if (inflight.length === 0) break;
+      if (i > 1_000) throw new InvalidStateError("stream batches in flight did not settle");
+      await Promise.all(inflight);
+    }
+    for (const w of this.#open) if (w.error) throw w.error;
+    const out: HandedBatch[] = [];
+    for (const w of this.#open) {
+      const h = w.handOver();
+      if (h) out.push(h);
+    }
+    return out;
   }
 
   /** The boundary flush (spec §16.2): every writer's buffered chunks committed; the first error thrown. */

@@ -4,9 +4,10 @@
  * `generate(ctx, { name, model, prompt })` is a step (`model:<name>`): its request streams each
  * delta into the task's durable stream `<name>` as it arrives (committed at most every stream
  * interval, spec §16.2), and its answer — text, tool calls, finish reason, usage, cost and route —
- * is committed as the step's result together with its usage row, in one fenced transaction
- * (ctx.step's `commit`, spec §4.2, with UsageOps.commitStepsWithUsage). A rerun returns the
- * committed answer without a request. Only the engine's public TaskContext is used.
+ * is committed as the step's result together with its usage row and the stream's chunks still
+ * buffered, in one fenced transaction (ctx.step's `commitWith`, spec §18.10, with
+ * UsageOps.commitTurns). A rerun returns the committed answer without a request. Only the
+ * engine's public TaskContext and its step options are used.
  *
  * A rerun of a turn that had not committed (its worker died mid-stream, or after the answer but
  * before the commit) RE-REQUESTS: a provider's stream cannot be resumed. It writes an `attempt`
@@ -21,14 +22,12 @@
  * Invariant: a committed answer's usage is counted exactly once — it is written in the step's
  * commit, keyed by task and step — and committed text is never lost (spec §18.7, §18.8).
  */
-import { Batcher } from "../engine/batcher.js";
 import type { TaskContext } from "../engine/context.js";
 import { checkName } from "../engine/definition.js";
-import { retryStore } from "../engine/store-retry.js";
+import type { StepCommitWith } from "../engine/step-commit.js";
 import type { StreamWriter } from "../engine/stream.js";
 import { ModelError, NonRetryableError, NoRouteError, RateLimitedError } from "../errors.js";
-import type { SettleResult, Store } from "../store/store.js";
-import type { StepUsageWrite, UsageRow } from "../store/usage/ops.js";
+import type { UsageRow } from "../store/usage/ops.js";
 import { defaultCatalog, type ModelCatalog } from "./catalog.js";
 import {
   type LanguageModel,
@@ -97,27 +96,18 @@ export type TurnChunk =
   | { t: "error"; code: string; message: string };
 
 /**
- * Turn commits of one store, group-committed like step results (src/engine/batcher.ts): the turns
- * of concurrent tasks that answered in one event-loop turn share one transaction (one WAL flush on
- * PostgreSQL instead of one each; measured in bench/models.ts).
+ * A turn's commit (spec §18.10): its still-buffered stream chunks, its answer and its usage rows in
+ * one transaction, fenced (UsageOps.commitTurns). The engine group-commits the turns of concurrent
+ * tasks that answered in one event-loop turn into one call (ctx.step's `commitWith`): one WAL flush
+ * on PostgreSQL for all of them, measured in bench/models.ts. A repeat of a commit whose answer was
+ * lost writes nothing (keyed rows, DO NOTHING steps, recognised stream batches).
  */
-const COMMITS = new WeakMap<Store, Batcher<StepUsageWrite, SettleResult>>();
-
-function commits(store: Store): Batcher<StepUsageWrite, SettleResult> {
-  let b = COMMITS.get(store);
-  if (!b) {
-    // A repeat of a commit whose answer was lost writes nothing (keyed rows, DO NOTHING steps).
-    b = new Batcher((items) => retryStore(() => store.usage.commitStepsWithUsage(items)));
-    COMMITS.set(store, b);
-  }
-  return b;
-}
-
+const COMMIT_TURNS: StepCommitWith<UsageRow[]>["write"] = (items, store) => store.usage.commitTurns(items);
 /**
  * spec §18.7: one durable model turn, the step `model:<name>` (spec §4.2) whose commit writes its
- * usage rows in the same fenced transaction (ctx.step's `commit`, UsageOps.commitStepsWithUsage),
- * so no second transaction per turn records them (PostgreSQL: one WAL flush more per turn,
- * measured in bench/models.ts). A replay returns the committed answer without a request.
+ * usage rows and its stream's buffered tail in the same fenced transaction (spec §18.10), so a turn
+ * that streams within one stream interval costs one transaction (PostgreSQL: one WAL flush, not
+ * two; measured in bench/models.ts). A replay returns the committed answer without a request.
  */
 export async function generate(ctx: TaskContext, opts: GenerateOptions): Promise<TurnResult> {
   const name = checkName(opts?.name, "turn name");
@@ -133,12 +123,15 @@ export async function generate(ctx: TaskContext, opts: GenerateOptions): Promise
       return answer;
     },
     {
-      // The step's row and its usage rows, keyed by task and stored step name (spec §18.8).
-      commit: (w, store) => {
-        const key = `${w.fence.taskId}:${w.name}`;
-        const rows = [usageRow(ctx, opts, key, "committed", answer!)];
-        for (const l of lost) rows.push(usageRow(ctx, opts, `${key}:lost:${l.at}`, "failed", l.turn));
-        return commits(store).submit({ ...w, rows });
+      commitWith: {
+        write: COMMIT_TURNS,
+        // The step's usage rows, keyed by task and stored step name (spec §18.8).
+        rows: (w) => {
+          const key = `${w.fence.taskId}:${w.name}`;
+          const rows = [usageRow(ctx, opts, key, "committed", answer!)];
+          for (const l of lost) rows.push(usageRow(ctx, opts, `${key}:lost:${l.at}`, "failed", l.turn));
+          return rows;
+        },
       },
     },
   );

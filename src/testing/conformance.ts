@@ -36,6 +36,7 @@ import { registerReadTests } from "./conformance/reads.js";
 import { registerSettleTests } from "./conformance/settle.js";
 import { registerStreamTests } from "./conformance/streams.js";
 import { registerTreeTests } from "./conformance/trees.js";
+import { registerTurnTests } from "./conformance/turns.js";
 
 /** The matchers the suite uses; vitest's and jest's `expect` satisfy it. */
 export interface Assertion {
@@ -91,6 +92,7 @@ export function registerStoreConformance(opts: StoreConformanceOptions): void {
     registerConversationTests(define);
     registerStreamTests(define);
     registerModelTests(define);
+    registerTurnTests(define);
     registerOutboxTests(define);
     const cleanup = opts.cleanup;
     if (cleanup) {

@@ -7,7 +7,8 @@ import { type FauxScript, fauxModel } from "../../src/models/faux.js";
 import { generate, type TurnChunk, type TurnResult } from "../../src/models/generate.js";
 import { createRouter } from "../../src/models/router.js";
 import type { ModelPrompt } from "../../src/models/stream.js";
-import type { StepUsageWrite } from "../../src/store/usage/ops.js";
+import type { StreamAppend } from "../../src/store/streams/ops.js";
+import type { TurnWrite } from "../../src/store/usage/ops.js";
 import { createStore, drain, forEachBackend, openRatchet, until } from "../engine/helpers.js";
 import { overriding } from "../store-override.js";
 
@@ -126,15 +127,60 @@ forEachBackend(() => {
       expect(limited.model.calls).toBe(1);
     });
 
-    it("§18.8 an answer streamed but not committed (the commit failed) is recorded once as a failed, billed row on the rerun", async () => {
+    it("§18.10 a turn's buffered chunks commit in its step's transaction: one transaction per fast turn, and a failed commit leaves neither", async () => {
+      const inner = await createStore();
+      let refuse = 1;
+      let appends = 0;
+      const carried: number[] = [];
+      const store = overriding(inner, {
+        appendStreams: async (items: StreamAppend[]) => {
+          appends++;
+          return inner.appendStreams(items);
+        },
+        usage: {
+          ...inner.usage,
+          commitTurns: async (w: TurnWrite[]) => {
+            for (const x of w) carried.push(x.streams.reduce((n, a) => n + a.chunks.length, 0));
+            if (refuse-- > 0) throw new Error("crash inside the turn's commit");
+            return inner.usage.commitTurns(w);
+          },
+        },
+      });
+      const { model, task } = turnTask([
+        { text: "lost once", chunkChars: 4, usage: { input: 7, output: 3 } },
+      ]);
+      // An interval no instant turn reaches, so no interval commit can come between its chunks.
+      const r = await openRatchet([task], { store, streamIntervalMs: 60_000 });
+      const id = await r.enqueue(task);
+      await until(async () => {
+        await drain(r);
+        return (await r.get(id))?.status === "terminal";
+      }, "the turn to finish");
+      expect((await r.get(id))!.outcome).toBe("completed");
+      expect(model.calls).toBe(2);
+      // The whole turn (attempt, three text chunks, finish) rode in each commit; no append of its own.
+      expect(carried).toEqual([5, 5]);
+      expect(appends).toBe(0);
+      // The failed commit wrote none of its chunks: the stream holds the second attempt alone.
+      const kinds = (await chunks(r, id)).map((c) => (c.t === "attempt" ? `attempt ${c.attempt}` : c.t));
+      expect(kinds).toEqual(["attempt 2", "text", "text", "text", "finish"]);
+      // Its finish never committed, so its answer cannot be known (spec §18.8): counted once.
+      expect(await inner.usage.usageTotals({ taskId: id })).toMatchObject({ responses: 1, failed: 0 });
+    });
+
+    it("§18.8 an answer whose finish committed but whose step did not is recorded once as a failed, billed row on the rerun", async () => {
       const inner = await createStore();
       let refuse = 1;
       const store = overriding(inner, {
         usage: {
           ...inner.usage,
-          commitStepsWithUsage: async (w: StepUsageWrite[]) => {
-            if (refuse-- > 0) throw new Error("crash between the answer and its commit");
-            return inner.usage.commitStepsWithUsage(w);
+          // The chunks land and the step does not: what a refused step leaves (spec §18.10).
+          commitTurns: async (w: TurnWrite[]) => {
+            if (refuse-- > 0) {
+              await inner.appendStreams(w.flatMap((x) => x.streams));
+              throw new Error("crash between the answer's chunks and its step");
+            }
+            return inner.usage.commitTurns(w);
           },
         },
       });

@@ -59,9 +59,10 @@ async function oneProbe(store: string, schema?: string): Promise<void> {
   }
 }
 
-type KillPoint = "before-request" | "mid-stream" | "before-commit" | "after-commit";
+type KillPoint = "before-request" | "mid-stream" | "in-commit" | "before-commit" | "after-commit";
 const SAYS = {
   "before-request": "requesting",
+  "in-commit": "answered",
   "before-commit": "answered",
   "after-commit": "committed",
 } as const;
@@ -87,6 +88,8 @@ async function killTurn(store: string, schema: string | undefined, at: KillPoint
     a.kill("SIGKILL");
     await a.exited;
     const before = await chunks(r, id);
+    // spec §18.10: the tail and the finish ride in the turn's commit, so a kill inside it leaves neither.
+    if (at === "in-commit") expect(before.some((c) => c.t === "finish")).toBe(false);
     const b = new FixtureProcess(args(store, schema), SCRIPT);
     workers.push(b);
     await b.waitFor("ready", 30_000);
@@ -140,8 +143,11 @@ describe("models across processes (spec §18)", () => {
   it("§18.7 SQLite: SIGKILL mid-stream — the rerun re-requests, no committed text lost, usage once", async () => {
     await killTurn(db(), undefined, "mid-stream");
   });
-  it("§18.8 SQLite: SIGKILL after the answer before its commit — the billed answer is recorded once as failed", async () => {
+  it("§18.8 SQLite: SIGKILL after the answer's chunks committed, before its step — the billed answer is recorded once as failed", async () => {
     await killTurn(db(), undefined, "before-commit");
+  });
+  it("§18.10 SQLite: SIGKILL in the turn's one commit — neither its tail nor its answer, the rerun re-requests, usage once", async () => {
+    await killTurn(db(), undefined, "in-commit");
   });
   it("§18.7 SQLite: SIGKILL before the request, and after the commit — usage once, the answer whole", async () => {
     await killTurn(db(), undefined, "before-request");
@@ -165,8 +171,11 @@ describe("models across processes (spec §18)", () => {
     it("§18.7 PostgreSQL: SIGKILL mid-stream — the rerun re-requests, no committed text lost, usage once", async () => {
       await killTurn(PG_URL, schema(), "mid-stream");
     });
-    it("§18.8 PostgreSQL: SIGKILL after the answer before its commit — the billed answer is recorded once as failed", async () => {
+    it("§18.8 PostgreSQL: SIGKILL after the answer's chunks committed, before its step — the billed answer is recorded once as failed", async () => {
       await killTurn(PG_URL, schema(), "before-commit");
+    });
+    it("§18.10 PostgreSQL: SIGKILL in the turn's one commit — neither its tail nor its answer, the rerun re-requests, usage once", async () => {
+      await killTurn(PG_URL, schema(), "in-commit");
     });
     it("§18.7 PostgreSQL: SIGKILL before the request, and after the commit — usage once, the answer whole", async () => {
       await killTurn(PG_URL, schema(), "before-request");

@@ -10,7 +10,7 @@
  * length its writer expects (spec §16.4), so a stale holder's chunks and a retried commit's
  * second copy both change nothing; offsets have no gap and no duplicate.
  */
-import { type Fence, type FencedFields, holds, type TaskId } from "../store.js";
+import { type Fence, type FencedFields, holds, type SettleResult, type TaskId } from "../store.js";
 import { one, type Program, q } from "../tree/program.js";
 
 const S = "{s}.ratchet_streams";
@@ -45,6 +45,32 @@ export interface StreamAppend {
  * the claim, since only the holder writes).
  */
 export type StreamAppendResult = "ok" | "lease_lost" | "closed" | "full" | "too_many" | "conflict";
+
+/**
+ * A step committed in one transaction with its invocation's still-buffered batches (spec §18.10):
+ * each batch's result, in order, and the step's — `ok` written, a refusal of its fence, or
+ * `stream_failed`: not written because a batch was refused (the others committed, as a boundary's
+ * flush before a step commit would have).
+ */
+export interface StepStreamsResult {
+  streams: StreamAppendResult[];
+  step: SettleResult | "stream_failed";
+}
+
+/**
+ * spec §18.10: the batches of a step's commit, appended in its transaction before its row. Null
+ * when every one committed (the step may be written), else what the step answers.
+ */
+export function* appendBeforeStep(
+  items: readonly StreamAppend[],
+): Program<{ streams: StreamAppendResult[]; refused: StepStreamsResult["step"] | null }> {
+  const streams = items.length === 0 ? [] : yield* appendStreams(items);
+  let refused: StepStreamsResult["step"] | null = null;
+  for (const r of streams)
+    if (r === "lease_lost") refused = "lease_lost";
+    else if (r !== "ok") refused ??= "stream_failed";
+  return { streams, refused };
+}
 
 export interface StreamInfo {
   taskId: TaskId;

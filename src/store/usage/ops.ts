@@ -12,6 +12,12 @@
  */
 import { ValidationError } from "../../errors.js";
 import { type Fence, type FencedFields, holds, type SettleResult, type TaskId } from "../store.js";
+import {
+  appendBeforeStep,
+  MAX_STREAMS_PER_TASK,
+  type StepStreamsResult,
+  type StreamAppend,
+} from "../streams/ops.js";
 import { one, type Program, q } from "../tree/program.js";
 
 const U = "{s}.ratchet_usage";
@@ -85,6 +91,14 @@ export interface StepUsageWrite {
   rows: readonly UsageRow[];
 }
 
+/**
+ * A model turn's commit (spec §18.10): its step write and the invocation's still-buffered stream
+ * batches (each under the same fence), in one transaction.
+ */
+export interface TurnWrite extends StepUsageWrite {
+  streams: readonly StreamAppend[];
+}
+
 /** The usage operations of the Store contract (spec §18.8). */
 export interface UsageOps {
   /** Writes rows (once per key); with a fence, only while it holds the claim. */
@@ -93,6 +107,12 @@ export interface UsageOps {
   commitStepWithUsage(w: StepUsageWrite): Promise<SettleResult>;
   /** Several of them (each fenced on its own) in one transaction: a group commit (spec §18.8). */
   commitStepsWithUsage(items: readonly StepUsageWrite[]): Promise<SettleResult[]>;
+  /**
+   * spec §18.10: turns, each fenced on its own, in one transaction: a turn's stream batches are
+   * appended first (as appendStreams would, spec §16.3–§16.4), then its step and usage rows unless a
+   * batch was refused. A repeat of a turn whose commit landed changes nothing.
+   */
+  commitTurns(items: readonly TurnWrite[]): Promise<StepStreamsResult[]>;
   usageTotals(filter?: UsageFilter): Promise<UsageTotals>;
   /** Totals per provider and model, by provider then model. */
   usageByModel(filter?: UsageFilter): Promise<ModelUsage[]>;
@@ -193,6 +213,17 @@ export function* commitStepsWithUsage(items: readonly StepUsageWrite[]): Program
   const out: SettleResult[] = [];
   for (const w of items) out.push(yield* commitStepWithUsage(w));
   return out;
+}
+
+/**
+ * spec §18.10: a turn's buffered chunks and its step commit in one program, so one transaction: a
+ * failure anywhere leaves neither, a stale holder writes neither (its batches are fenced too), and
+ * an abort mark refuses the step but not the chunks (spec §16.3).
+ */
+export function* commitTurn(w: TurnWrite): Program<StepStreamsResult> {
+  const { streams, refused } = yield* appendBeforeStep(w.streams);
+  if (refused) return { streams, step: refused };
+  return { streams, step: yield* commitStepWithUsage(w) };
 }
 
 /** The WHERE clause of a filter: fixed fragments, values bound as parameters. */
@@ -318,6 +349,19 @@ function checkStepWrite(w: StepUsageWrite): void {
     throw new ValidationError("a step write needs a name and a JSON text result");
 }
 
+function checkTurnWrite(w: TurnWrite): void {
+  checkStepWrite(w);
+  if (!Array.isArray(w.streams) || w.streams.length > MAX_STREAMS_PER_TASK)
+    throw new ValidationError(`a turn carries at most ${MAX_STREAMS_PER_TASK} stream batches`);
+  for (const a of w.streams)
+    if (
+      a?.fence?.taskId !== w.fence.taskId ||
+      a.fence.token !== w.fence.token ||
+      a.fence.claimedAt !== w.fence.claimedAt
+    )
+      throw new ValidationError("a turn's stream batches are written under the turn's own fence");
+}
+
 export type ProgramRunner = <R>(p: () => Program<R>) => Promise<R>;
 
 /** The usage operations of a store, bound to its way of running a program (one transaction each). */
@@ -336,6 +380,17 @@ export function usageOps(write: ProgramRunner, read: ProgramRunner = write): Usa
         throw new ValidationError(`at most ${MAX_STEP_WRITES} step writes per call`);
       for (const w of items) checkStepWrite(w);
       return items.length === 0 ? [] : write(() => commitStepsWithUsage(items));
+    },
+    commitTurns: async (items) => {
+      if (!Array.isArray(items) || items.length > MAX_STEP_WRITES)
+        throw new ValidationError(`at most ${MAX_STEP_WRITES} turns per call`);
+      for (const w of items) checkTurnWrite(w);
+      if (items.length === 0) return [];
+      return write(function* () {
+        const out: StepStreamsResult[] = [];
+        for (const w of items) out.push(yield* commitTurn(w));
+        return out;
+      });
     },
     usageTotals: async (f) => {
       const filter = checkUsageFilter(f);
