@@ -58,18 +58,16 @@ export interface StepStreamsResult {
 }
 
 /**
- * spec §18.10: the batches of a step's commit, appended in its transaction before its row. Null
- * when every one committed (the step may be written), else what the step answers.
+ * spec §18.10: the batches of a step's commit, appended in its transaction before its row, once the
+ * caller found the step's fence holding (its task row read FOR SHARE in this transaction, so no
+ * second read here). `refused` is null when every one committed (the step may be written).
  */
 export function* appendBeforeStep(
   items: readonly StreamAppend[],
-): Program<{ streams: StreamAppendResult[]; refused: StepStreamsResult["step"] | null }> {
-  const streams = items.length === 0 ? [] : yield* appendStreams(items);
-  let refused: StepStreamsResult["step"] | null = null;
-  for (const r of streams)
-    if (r === "lease_lost") refused = "lease_lost";
-    else if (r !== "ok") refused ??= "stream_failed";
-  return { streams, refused };
+): Program<{ streams: StreamAppendResult[]; refused: boolean }> {
+  const streams: StreamAppendResult[] = [];
+  for (const a of items) streams.push(yield* appendHeld(a));
+  return { streams, refused: streams.some((r) => r !== "ok") };
 }
 
 export interface StreamInfo {
@@ -131,6 +129,11 @@ function* appendOne(a: StreamAppend): Program<StreamAppendResult> {
     { id: a.fence.taskId },
   );
   if (!holds(task, a.fence)) return "lease_lost";
+  return yield* appendHeld(a);
+}
+
+/** An append whose fence the caller checked in this transaction, holding the task row FOR SHARE. */
+function* appendHeld(a: StreamAppend): Program<StreamAppendResult> {
   const row = yield* one<StreamRow>(`SELECT * FROM ${S} WHERE task_id = :id AND name = :name @update`, {
     id: a.fence.taskId,
     name: a.name,

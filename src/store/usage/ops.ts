@@ -199,13 +199,17 @@ export function* recordUsage(rows: readonly UsageRow[], fence: Fence | null): Pr
 export function* commitStepWithUsage(w: StepUsageWrite): Program<SettleResult> {
   const f = yield* fenced(w.fence);
   if (f.result !== "ok") return f.result;
+  yield* insertStep(w, f.attempts);
+  return "ok";
+}
+
+function* insertStep(w: StepUsageWrite, attempts: number): Program<void> {
   yield* q(
     `INSERT INTO {s}.ratchet_steps (task_id, name, result, attempt, created_at)
      VALUES (:id, :name, :result, :attempt, :now) ON CONFLICT (task_id, name) DO NOTHING`,
-    { id: w.fence.taskId, name: w.name, result: w.result, attempt: f.attempts },
+    { id: w.fence.taskId, name: w.name, result: w.result, attempt: attempts },
   );
   yield* insertRows(w.rows);
-  return "ok";
 }
 
 /** spec §18.8: each write fenced on its own; one transaction for all. */
@@ -221,9 +225,14 @@ export function* commitStepsWithUsage(items: readonly StepUsageWrite[]): Program
  * an abort mark refuses the step but not the chunks (spec §16.3).
  */
 export function* commitTurn(w: TurnWrite): Program<StepStreamsResult> {
+  // One read of the task row (FOR SHARE) fences the batches and the step alike.
+  const f = yield* fenced(w.fence);
+  if (f.result === "lease_lost") return { streams: w.streams.map(() => "lease_lost"), step: "lease_lost" };
   const { streams, refused } = yield* appendBeforeStep(w.streams);
-  if (refused) return { streams, step: refused };
-  return { streams, step: yield* commitStepWithUsage(w) };
+  if (refused) return { streams, step: "stream_failed" };
+  if (f.result !== "ok") return { streams, step: f.result };
+  yield* insertStep(w, f.attempts);
+  return { streams, step: "ok" };
 }
 
 /** The WHERE clause of a filter: fixed fragments, values bound as parameters. */
