@@ -134,10 +134,23 @@ function* appendOne(a: StreamAppend): Program<StreamAppendResult> {
 
 /** An append whose fence the caller checked in this transaction, holding the task row FOR SHARE. */
 function* appendHeld(a: StreamAppend): Program<StreamAppendResult> {
-  const row = yield* one<StreamRow>(`SELECT * FROM ${S} WHERE task_id = :id AND name = :name @update`, {
-    id: a.fence.taskId,
-    name: a.name,
-  });
+  // A first batch (a fresh turn's stream) counts the task's streams and looks for its own in one
+  // read; the row is read (and locked) only when it exists. One round trip less on PostgreSQL.
+  let streams: number | null = null;
+  if (a.expect === 0) {
+    const c = yield* one<{ n: number | string; mine: number | string | null }>(
+      `SELECT count(*) AS n, sum(CASE WHEN name = :name THEN 1 ELSE 0 END) AS mine FROM ${S} WHERE task_id = :id`,
+      { id: a.fence.taskId, name: a.name },
+    );
+    if (Number(c?.mine ?? 0) === 0) streams = Number(c?.n ?? 0);
+  }
+  const row =
+    streams === null
+      ? yield* one<StreamRow>(`SELECT * FROM ${S} WHERE task_id = :id AND name = :name @update`, {
+          id: a.fence.taskId,
+          name: a.name,
+        })
+      : undefined;
   const n = a.chunks.length;
   if (row) {
     if (row.length !== a.expect) {
@@ -156,10 +169,7 @@ function* appendHeld(a: StreamAppend): Program<StreamAppendResult> {
   } else {
     if (a.expect !== 0) return "conflict";
     if (a.bytes > a.maxBytes) return "full";
-    const count = yield* one<{ n: number }>(`SELECT count(*) AS n FROM ${S} WHERE task_id = :id`, {
-      id: a.fence.taskId,
-    });
-    if (Number(count?.n ?? 0) >= MAX_STREAMS_PER_TASK) return "too_many";
+    if ((streams ?? 0) >= MAX_STREAMS_PER_TASK) return "too_many";
   }
   if (n > 0)
     yield* q(
