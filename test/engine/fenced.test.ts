@@ -1,11 +1,13 @@
 /**
  * The engine's fenced operations for the layers built on it, on SQLite and PostgreSQL: ctx.fenced
- * (spec §4.8) and a step committed with a layer's own rows (ctx.step's `commit`, spec §4.2).
+ * (spec §4.8) and a step committed with a layer's own rows (ctx.step's `commit`, spec §4.2; its
+ * `commitWith`, with the invocation's buffered chunks, spec §18.10).
  * Each stale-holder test takes the claim away with a real second claim (a "thief"), so the write
  * reaches the store with an old fence: only the store's fence check can refuse it.
  */
 import { describe, expect, it } from "vitest";
 import type { TaskContext } from "../../src/engine/context.js";
+import type { StepCommitWith } from "../../src/engine/step-commit.js";
 import { defineTask, type Ratchet, type RatchetError } from "../../src/index.js";
 import type { UsageRow } from "../../src/store/usage/ops.js";
 import { claimReq, drain, expectCode, FakeClock, forEachBackend, openRatchet, until } from "./helpers.js";
@@ -161,7 +163,49 @@ forEachBackend(() => {
       expect(await r.store.usage.listUsage({ taskId: id })).toEqual([]);
     });
 
-    it("§4.2 / §2.1 bad step options and a fenced write that is not a function are refused and write nothing", async () => {
+    it("§18.10 a step committed with commitWith carries every writer's buffered chunks; the writers go on from there", async () => {
+      const carried: number[][] = [];
+      const write: StepCommitWith<UsageRow[]>["write"] = (items, store) => {
+        for (const w of items) carried.push(w.streams.map((a) => a.chunks.length));
+        return store.usage.commitTurns(items);
+      };
+      const seen: number[] = [];
+      const t = defineTask({
+        name: "carry",
+        async run(ctx: TaskContext) {
+          const out = await ctx.stream("out");
+          const log = await ctx.stream("log");
+          out.write("a");
+          out.write("b");
+          log.write("l");
+          await ctx.step("s", () => 1, {
+            commitWith: { write, rows: (w) => [row(`${w.fence.taskId}:${w.name}`, w.fence.taskId)] },
+          });
+          seen.push(out.committed, log.committed);
+          out.write("c");
+          await out.close();
+          return null;
+        },
+      });
+      // An interval no run reaches: only the step and close() commit chunks.
+      const r = await openRatchet([t], { streamIntervalMs: 60_000 });
+      const id = await r.enqueue(t);
+      await drain(r);
+      expect((await r.get(id))!.outcome).toBe("completed");
+      expect(carried).toEqual([[2, 1]]);
+      expect(seen).toEqual([2, 1]);
+      const read = async (name: string) =>
+        (await r.store.readStream(id, name, 0)).chunks.map((c) => [c.offset, c.data]);
+      expect(await read("out")).toEqual([
+        [0, "a"],
+        [1, "b"],
+        [2, "c"],
+      ]);
+      expect(await read("log")).toEqual([[0, "l"]]);
+      expect((await r.store.usage.usageTotals({ taskId: id })).responses).toBe(1);
+    });
+
+    it("§4.2 / §2.1 / §18.10 bad step options and a fenced write that is not a function are refused and write nothing", async () => {
       const codes: string[] = [];
       const t = defineTask({
         name: "bad",
@@ -171,6 +215,13 @@ forEachBackend(() => {
             () => ctx.step("b", () => 1, { commit: 1 } as never),
             () => ctx.step("c", () => 1, null as never),
             () => ctx.fenced(null as never),
+            // spec §18.10's group commit: both functions, and not beside `commit`.
+            () => ctx.step("d", () => 1, { commitWith: { write: 1, rows: () => [] } } as never),
+            () =>
+              ctx.step("e", () => 1, {
+                commitWith: { write: async () => [], rows: () => [] },
+                commit: async () => "ok" as const,
+              }),
           ];
           for (const f of tries) await expectCode(f, "RATCHET_INVALID_INPUT").then((e) => codes.push(e.code));
           return null;
@@ -179,7 +230,7 @@ forEachBackend(() => {
       const r = await openRatchet([t]);
       const id = await r.enqueue(t);
       await drain(r);
-      expect(codes).toHaveLength(4);
+      expect(codes).toHaveLength(6);
       expect((await r.get(id))!.outcome).toBe("completed");
       expect(await r.store.steps(id)).toEqual([]);
     });
