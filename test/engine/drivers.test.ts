@@ -396,6 +396,29 @@ forEachBackend((backend) => {
       }
     });
 
+    it("§12.10 a worker started right after open makes its first maintenance pass an interval after the open's reconcile, not again at once", async () => {
+      const inner = await createStore(systemClock);
+      let reconciles = 0;
+      const store = overriding(inner, {
+        reconcile: async () => {
+          reconciles++;
+          return inner.reconcile();
+        },
+      });
+      const t = defineTask({ name: "quick", run: () => "ran" });
+      // Longer than this test, and no longer than this process has been up: a pass counted from the
+      // process's start (performance.now() = 0) rather than from the open's would be due at once.
+      const maintenanceIntervalMs = Math.max(5_000, Math.ceil(performance.now()));
+      const r = await openRatchet([t], { store, pollIntervalMs: 10, maintenanceIntervalMs });
+      expect(reconciles).toBe(1);
+      await r.start({ concurrency: 2 });
+      const id = await r.enqueue(t, undefined);
+      expect((await r.waitFor(id, { timeoutMs: 5_000 })).result).toBe("ran");
+      // stop() waits for a maintenance pass in flight.
+      await r.stop();
+      expect(reconciles).toBe(1);
+    });
+
     it("§8.1 an idle worker never sleeps past the next due time (nextRunAt), whatever its poll backoff", async () => {
       vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
       const loc = sharedStoreOptions();

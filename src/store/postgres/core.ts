@@ -133,8 +133,8 @@ export class PgCore {
   listeners = new Set<{ stop: () => Promise<void> }>();
   /** Round-robin start over a worker's queues. */
   rr = 0;
-  /** Queues whose last one-queue claim here found more than a small claim's worth (see claim.ts). */
-  readonly busy = new Set<string>();
+  /** Queues whose last one-queue claim here found at most a small claim's worth (see claim.ts). */
+  readonly short = new Set<string>();
 
   constructor(o: PostgresStoreOptions) {
     const schema = o.schema ?? "ratchet";
