@@ -37,7 +37,7 @@ function nameOf(what: string | (() => string)): string {
 function storableJsonOf(value: unknown, what: string | (() => string), maxBytes: number): string {
   let text: string;
   try {
-    check(value, { what, trail: [], above: [] }, 0);
+    if (!isFlatPlain(value)) check(value, { what, trail: [], above: [] }, 0);
     text = JSON.stringify(value);
   } catch (err) {
     if (err instanceof ValidationError) throw err;
@@ -58,6 +58,39 @@ function storableJsonOf(value: unknown, what: string | (() => string), maxBytes:
     }
   }
   return text;
+}
+
+/**
+ * The common input, a plain object of primitives (`{ id, at }`), checked without the walk's
+ * bookkeeping (spec §4.6: the same rules as check(): a plain prototype, no symbol keys, data
+ * properties only, finite numbers other than -0, no undefined). `false` is not a refusal: check()
+ * then walks the value and names what is wrong, or accepts its nested members. The walk's trail and
+ * ancestors made it cost about as much as JSON.stringify for an object of two numbers (issue 43, W1).
+ */
+function isFlatPlain(v: unknown): boolean {
+  if (typeof v !== "object" || v === null) return false;
+  const proto = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null) return false;
+  const keys = Object.keys(v);
+  for (let i = 0; i < keys.length; i++) {
+    const d = Object.getOwnPropertyDescriptor(v, keys[i]!);
+    if (d === undefined || !("value" in d)) return false;
+    const x: unknown = d.value;
+    switch (typeof x) {
+      case "string":
+      case "boolean":
+        continue;
+      case "number":
+        if (Number.isFinite(x) && !Object.is(x, -0)) continue;
+        return false;
+      case "object":
+        if (x === null) continue;
+        return false;
+      default:
+        return false;
+    }
+  }
+  return Object.getOwnPropertySymbols(v).length === 0;
 }
 
 /**

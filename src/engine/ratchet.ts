@@ -353,7 +353,7 @@ export class Ratchet {
     // The driver outlives stop(): a task claimed as it stopped is released by it (spec §8.2).
     if (claimed && w) w.driver.adopt(claimed);
     this.#wakeup.notify();
-    return entries.map((_, i) => res[position[i]!]!.id);
+    return position ? entries.map((_, i) => res[position[i]!]!.id) : res.map((e) => e.id);
   }
 
   // --------------------------------------------------------------- drivers

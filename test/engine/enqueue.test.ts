@@ -173,6 +173,48 @@ forEachBackend(() => {
       expect(await countTasks(r)).toBe(entries.length);
     });
 
+    it("§2.1 / §2.2 a batch of bare { task, input } entries writes every input under its own id in order, or nothing", async () => {
+      // Bare entries take a shorter path (their options checked once per definition), and on SQLite
+      // runs of up to 1,000 are one INSERT each: 2,500 entries are three runs, split by a schema'd task.
+      const r = await openRatchet([echo, typed]);
+      const n = 2_500;
+      const entries = Array.from({ length: n }, (_, i) =>
+        i === 1_700
+          ? { task: typed, input: { n: i } }
+          : { task: i % 2 ? echo : "echo", input: { seq: i, at: i * 1.5 } },
+      );
+      const ids = await r.enqueueMany(entries);
+      expect(ids).toHaveLength(n);
+      expect([...ids].sort((x, y) => x - y)).toEqual(ids);
+      // Every task, newest first in pages of 1,000: each id holds its own entry's input.
+      const byId = new Map<number, unknown>();
+      let older: number | undefined;
+      for (;;) {
+        const page = await r.list({ limit: 1_000, before: older });
+        if (page.length === 0) break;
+        for (const t of page) byId.set(t.id, t.input);
+        older = page[page.length - 1]!.id;
+      }
+      expect(byId.size).toBe(n);
+      ids.forEach((id, i) => {
+        expect(byId.get(id)).toEqual(i === 1_700 ? { n: i, label: "x" } : { seq: i, at: i * 1.5 });
+      });
+      // A bad input anywhere (a getter, a Date, a schema's refusal, an unknown task) writes nothing.
+      const before = await countTasks(r);
+      const getter = Object.defineProperty({ seq: 1 }, "at", { get: () => 1, enumerable: true });
+      for (const [bad, code] of [
+        [{ task: echo, input: getter }, "RATCHET_INVALID_JSON"],
+        [{ task: echo, input: { at: new Date(0) } }, "RATCHET_INVALID_JSON"],
+        [{ task: typed, input: { n: 1.5 } }, "RATCHET_INVALID_INPUT"],
+        [{ task: "nope", input: 1 }, "RATCHET_UNKNOWN_TASK"],
+      ] as const) {
+        const batch = Array.from({ length: 1_500 }, (_, i) => ({ task: echo, input: { seq: i } }));
+        batch.splice(1_200, 0, bad as never);
+        await expectCode(() => r.enqueueMany(batch), code);
+      }
+      expect(await countTasks(r)).toBe(before);
+    });
+
     it("§1.4 an id is never reused, not even after the newest task is pruned", async () => {
       const clock = new FakeClock();
       const r = await openRatchet([noop], { clock });

@@ -164,6 +164,44 @@ describe("storable JSON (spec §4.6)", () => {
     expect((back as { polluted?: unknown }).polluted).toBeUndefined();
   });
 
+  it("§4.6 a getter or setter is refused without being run, on a flat object as in a nested one", () => {
+    let reads = 0;
+    const getter = () => {
+      reads++;
+      return 1;
+    };
+    const flat = Object.defineProperty({ a: 1 }, "b", { get: getter, enumerable: true });
+    const setterOnly = Object.defineProperty({ a: 1 }, "b", { set: () => {}, enumerable: true });
+    const nested = { a: { c: 2, d: Object.defineProperty({}, "e", { get: getter, enumerable: true }) } };
+    expect(messageOf(() => toStorableJson(flat, "input"))).toContain(".b is a getter or setter");
+    expect(messageOf(() => toStorableJson(setterOnly, "input"))).toContain(".b is a getter or setter");
+    expect(messageOf(() => toStorableJson(nested, "input"))).toContain(".a.d.e is a getter or setter");
+    expect(reads).toBe(0);
+  });
+
+  it("§4.6 a flat object is held to every rule of a nested one, naming the key", () => {
+    // Objects of primitives take a shorter check than the walk (isFlatPlain); what it does not
+    // accept goes to the walk, which names what is wrong.
+    const cases: [unknown, string][] = [
+      [{ a: 1, b: -0 }, ".b is -0"],
+      [{ a: Number.NaN }, ".a is NaN"],
+      [{ a: 1, b: undefined }, ".b is undefined"],
+      [{ a: () => 1 }, ".a is a function"],
+      [{ a: 1n }, ".a is a bigint"],
+      [{ a: Symbol("s") }, ".a is a symbol"],
+      [{ a: 1, [Symbol("k")]: 2 }, "has symbol keys"],
+      [Object.assign(Object.create({ inherited: 1 }), { a: 1 }), "not a plain object"],
+    ];
+    for (const [v, message] of cases) expect(messageOf(() => toStorableJson(v, "input"))).toContain(message);
+    const bare = Object.create(null) as Record<string, unknown>;
+    bare.s = "x";
+    bare.n = null;
+    expect(toStorableJson(bare, "input")).toBe('{"s":"x","n":null}');
+    expect(toStorableJson({ a: 1.5, b: 'q"', c: true, d: null }, "input")).toBe(
+      '{"a":1.5,"b":"q\\"","c":true,"d":null}',
+    );
+  });
+
   it("§4.6 -0 is never silently converted: it is either rejected or read back as -0", () => {
     // JSON.stringify(-0) is "0", so a stored -0 would read back as +0 unless the
     // store rejects it. Either is allowed by §4.6; silent conversion is not.
