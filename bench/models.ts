@@ -29,6 +29,17 @@ const step = defineTask({
     return (await ctx.step("answer", () => "an instant answer")).length;
   },
 });
+/** W4's shape (docs/benchmarks-peers.md): ten turns in a task, as DBOS's W4 runs ten steps in a workflow. */
+const TURNS_PER_TASK = 10;
+const tenTurns = defineTask({
+  name: "bench-ten-turns",
+  async run(ctx) {
+    let n = 0;
+    for (let i = 0; i < TURNS_PER_TASK; i++)
+      n += (await generate(ctx, { name: `answer:${i}`, model: instant, prompt: PROMPT })).text.length;
+    return n;
+  },
+});
 const tokens = defineTask({
   name: "bench-tokens",
   maxMs: 120_000,
@@ -50,7 +61,7 @@ const timed = defineTask({
 });
 
 function open(store: BenchStore, pgUrl: string) {
-  return openFresh(store, pgUrl, [turn, step, tokens, timed], "models");
+  return openFresh(store, pgUrl, [turn, step, tokens, timed, tenTurns], "models");
 }
 
 /** Median ms of one turn inside its task, `n` turns one at a time. */
@@ -99,6 +110,7 @@ export async function runModelBench(o: {
     const overhead: number[] = [];
     const cpuTok: number[] = [];
     const latency: number[] = [];
+    const inTasks: number[] = [];
     for (let i = 0; i < o.runs; i++) {
       progress(`models ${store}: run ${i + 1}/${o.runs} (${o.turns} turns, ${o.turns} one-step tasks)`);
       const [t] = await drainRun(store, o.pgUrl, turn, o.turns, CONCURRENCY);
@@ -111,12 +123,21 @@ export async function runModelBench(o: {
       );
       const [, cpuPerGen] = await drainRun(store, o.pgUrl, tokens, GENERATIONS, GENERATIONS);
       cpuTok.push(cpuPerGen / TOKENS);
+      const tasks = Math.max(1, Math.round(o.turns / TURNS_PER_TASK));
+      progress(`models ${store}: run ${i + 1}/${o.runs} (${tasks} tasks × ${TURNS_PER_TASK} turns)`);
+      const [perTask] = await drainRun(store, o.pgUrl, tenTurns, tasks, CONCURRENCY);
+      inTasks.push(perTask * TURNS_PER_TASK);
       progress(`models ${store}: run ${i + 1}/${o.runs} (${LATENCY_TURNS} turns one at a time)`);
       latency.push(await turnLatency(store, o.pgUrl, LATENCY_TURNS));
     }
     add(`turns through generate(), instant faux, ${CONCURRENCY} at a time`, "turns/s", turns);
     add("  the same tasks with one ctx.step instead (the engine's floor)", "tasks/s", steps);
     add("  overhead of a turn over a step, per task", "µs", overhead);
+    add(
+      `turns in W4's shape: tasks of ${TURNS_PER_TASK} turns each, ${CONCURRENCY} tasks at a time`,
+      "turns/s",
+      inTasks,
+    );
     add("one turn's wall time inside its task, one task at a time (median)", "ms", latency);
     add(`CPU per streamed token, ${GENERATIONS} generations at 100 tokens/s, 100 ms interval`, "µs", cpuTok);
   }
