@@ -9,8 +9,8 @@
  *
  * `lanes` > 1 lets that many writes be in flight at once (spec §8.9): a second opens while one is
  * being written only once half a batch waits, so a trickle still goes out in one write at a time.
- * For a store whose writes run on connections of their own (PostgreSQL), where one write at a time
- * held a worker at the rate of its settlements (see PostgresStore.settleLanes).
+ * For a store whose writes run on connections of their own; both stores take one now (see
+ * PostgresStore.settleLanes for what two cost and gave on PostgreSQL).
  */
 /**
  * Hears a batched item's result, or the error of its whole batch, with the context it was sent

@@ -51,8 +51,8 @@ export interface DriverOptions {
  * spec §8.9: settlements not yet committed, of invocations whose code has returned, at which a
  * driver stops claiming; it claims again once at most half as many remain. A settle batch (the
  * settle Batcher writes up to SETTLE_BATCH per transaction) for each write the store takes at once,
- * and one filling, so the writes never wait for claims: with one write at a time (SQLite), 1,024;
- * with two (PostgreSQL, PostgresStore.settleLanes), 1,536. Without a bound a worker whose claims outpaced its
+ * and one filling, so the writes never wait for claims: with one write at a time (both stores, see
+ * PostgresStore.settleLanes), 1,024; with two, 1,536. Without a bound a worker whose claims outpaced its
  * settlements held ever more finished tasks: on PostgreSQL, in-process drains at c16 with prefetch
  * 500 ended with 5,500 of 20,000 and ~15,000 of 200,000 tasks still to settle when their last
  * handler returned, each still `running` under a lease that its settlement might outlive.

@@ -113,18 +113,22 @@ export class PostgresStore implements Store {
     progress(this.core, fence, fraction, note);
   settle = (items: readonly Settlement[]): Promise<SettleResult[]> => settle(this.core, items);
   /**
-   * Two settle transactions at once, each on a pool connection of its own (spec §8.9). With one, a
-   * prefetching worker drained at the pace of its settlements: in an in-process drain of 60,000
-   * no-ops at c16 with prefetch 500, the backlog bound held the claims back 60–77 times (about one
-   * claim in two), each completion of ~340 tasks taking ~3.8 ms while the server had a core to
-   * spare. Drains with two lanes (and the backlog of 1,500 that went with them) against one,
-   * until every task had settled, eight alternating pairs (`node dist/bench/drain.js --store pg
-   * --pairs 8 --base …`): 59,716 → 66,693 tasks/s, Node 8.1 → 7.8 and server 13.8 → 14.2 µs of
-   * CPU per task. Two settlements of one process may now wait on each other's row of the queue
-   * counter (one shard per store); they lock it in the same queue order, as two processes that drew
-   * the same shard always could, and a deadlock is retried (core.tx).
+   * One settle transaction at a time (spec §8.9), as on SQLite. Two (each on a pool connection of its
+   * own) were measured faster in warm in-process drains of 60,000 (2026-12-02: 59,716 → 66,693
+   * tasks/s, eight pairs of `node dist/bench/drain.js --store pg --pairs 8 --base …`), where one
+   * write at a time held the claims back while the server had a core to spare. In a fresh worker
+   * (the peers harness's W2) the second write is what opens a third connection of the pool, and a new
+   * connection costs the server ~12–17 ms of CPU to start and ~15–25 ms more for its first claim or
+   * completion (catalog entries of the task table and its 14 indexes, the plans: per-statement CPU of
+   * each backend from /proc/<pid>/schedstat, 2026-12-07), paid again by each worker process. The
+   * peers harness's W2 c16 (`--runs 3 --only ratchet-pg,graphile-worker --figures w2-c16,w2-2p-c16`,
+   * four sets alternating with the same build at two lanes, 12 runs each, load average 2–4): per-run
+   * ratio to graphile-worker, median 1.46× → 1.63× with one worker process and 1.34× → 1.51× with
+   * two; Ratchet's CPU per job (worker + server) 58.3 → 53.3 and 85.8 → 78.3 µs. Warm in-process
+   * drains of 60,000 (three pairs, the same build with two lanes as the base): 38,014 → 38,402
+   * tasks/s, the server 31.8 → 27.0 and Node 8.6 → 10.0 µs per task.
    */
-  readonly settleLanes = 2;
+  readonly settleLanes = 1;
   get = (id: TaskId): Promise<TaskRecord | null> => get(this.core, id);
   needsOf = (id: TaskId): Promise<TaskId[]> => needsOf(this.core, id);
   steps = (id: TaskId): Promise<StepRecord[]> => steps(this.core, id);
