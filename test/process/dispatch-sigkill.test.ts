@@ -10,13 +10,13 @@ import { readdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/core/clock.js";
 import { DispatchRunner } from "../../src/dispatch/runner/runner.js";
 import { ProcessWorker } from "../../src/dispatch/workers/process.js";
-import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
+import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { dropSchemas, pgGate } from "../pg-available.js";
 import { FixtureProcess, Sandbox, waitUntil } from "./harness.js";
+import { openSharedStore } from "./shared-store.js";
 
 const FIXTURE = join(
   resolve(dirname(fileURLToPath(import.meta.url)), "../.."),
@@ -42,16 +42,7 @@ describe.each(["sqlite", "postgres"] as const)(
     beforeEach(async () => {
       sb = new Sandbox();
       children = [];
-      if (backend === "sqlite") {
-        where = sb.db;
-        store = new SqliteStore({ path: sb.db, clock: systemClock });
-      } else {
-        const schema = newSchemaName();
-        schemas.push(schema);
-        where = `postgres:${schema}`;
-        store = new PostgresStore({ connectionString: PG_URL, schema });
-      }
-      await store.migrate();
+      ({ store, where } = await openSharedStore(backend, sb, schemas));
     });
 
     afterAll(async () => {

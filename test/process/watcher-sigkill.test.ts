@@ -14,11 +14,13 @@ import { findPullUrls } from "../../src/core/dispatch/links.js";
 import { ForgeModel } from "../../src/dispatch/forge/fake.js";
 import { type GitHubMock, startGitHubMock } from "../../src/dispatch/testing/github-mock.js";
 import { started } from "../../src/dispatch/testing/store-kit.js";
-import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import type { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { pullOps } from "../../src/store/pulls/ops.js";
-import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import { dropSchemas, newSchemaName, PG_URL, pgGate } from "../pg-available.js";
+import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { seededRandom } from "../../src/testing/fake-clock.js";
+import { dropSchemas, pgGate } from "../pg-available.js";
 import { FixtureProcess, Sandbox, waitUntil } from "./harness.js";
+import { openSharedStore } from "./shared-store.js";
 
 const FIXTURE = join(
   resolve(dirname(fileURLToPath(import.meta.url)), "../.."),
@@ -27,16 +29,10 @@ const FIXTURE = join(
 const R = { owner: "acme", repo: "widgets" };
 const PULLS = 6;
 
-/** A small seeded generator (mulberry32), so a failure names the seed that made it. */
+/** A seeded generator of integers below n (the fake clock's mulberry32), so a failure names its seed. */
 function seeded(seed: number): (n: number) => number {
-  let s = seed >>> 0;
-  return (n) => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
-  };
+  const next = seededRandom(seed);
+  return (n) => Math.floor(next() * n);
 }
 
 describe.each(["sqlite", "postgres"] as const)(
@@ -53,16 +49,7 @@ describe.each(["sqlite", "postgres"] as const)(
     beforeEach(async () => {
       sb = new Sandbox();
       children = [];
-      if (backend === "sqlite") {
-        where = sb.db;
-        store = new SqliteStore({ path: sb.db, clock: systemClock });
-      } else {
-        const schema = newSchemaName();
-        schemas.push(schema);
-        where = `postgres:${schema}`;
-        store = new PostgresStore({ connectionString: PG_URL, schema });
-      }
-      await store.migrate();
+      ({ store, where } = await openSharedStore(backend, sb, schemas));
     });
 
     afterAll(async () => {
