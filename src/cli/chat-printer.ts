@@ -2,10 +2,11 @@
  * What `ratchet chat` prints of a conversation's watch: the agent's answer as it streams, tool
  * calls, their live output and results as lines of their own.
  *
- * A watch orders events per source only (spec §17.11): a tool call's output or result can arrive
+ * A watch orders events per source only (spec §17.11): a tool call's output or result, and even the
+ * turn's own committed entry (which commits with the turn's last chunks, spec §18.10), can arrive
  * while an answer is mid-line. Such lines are held until the answer's line ends (a newline in its
- * text, the turn's committed entry, or the end of the watch), so they never split the agent's words.
- * The answer's own stream (a rerun's notice) breaks the line at once: it is the same source.
+ * text, the next answer's first chunk, or the end of the watch), so they never split the agent's
+ * words. The answer's own stream (a rerun's notice) breaks the line at once: it is the same source.
  */
 import type { AssistantData } from "../agent/agent.js";
 import type { WatchEvent } from "../agent/watch-live.js";
@@ -20,6 +21,8 @@ export interface ChatPrinter {
 
 export function chatPrinter(write: (text: string) => void): ChatPrinter {
   let mid = false;
+  /** The stream of the answer being printed (task and stream name). */
+  let answer = "";
   const held: string[] = [];
   const breakLine = () => {
     if (mid) write("\n");
@@ -44,6 +47,9 @@ export function chatPrinter(write: (text: string) => void): ChatPrinter {
         }
         const c = e.data as { t?: string; d?: string; attempt?: number };
         if (c?.t === "text" && typeof c.d === "string") {
+          const from = `${e.taskId}:${e.stream}`;
+          if (from !== answer) breakLine(); // another answer: the last one's line is over
+          answer = from;
           if (!mid) write("agent> ");
           write(c.d);
           mid = !c.d.endsWith("\n");
@@ -55,11 +61,10 @@ export function chatPrinter(write: (text: string) => void): ChatPrinter {
       if (e.kind !== "entry") return;
       const d = e.entry.data as AssistantData & { tool?: string; content?: unknown; isError?: boolean };
       if (e.entry.kind === "assistant") {
-        // The turn committed: its answer is whole.
-        breakLine();
+        // Its answer's last chunks may still be on their way: its lines wait like any other.
         if (d.toolCalls)
-          for (const c of d.toolCalls) now(`  [${c.name}] ${JSON.stringify(c.input).slice(0, 200)}`);
-        if (d.error) now(`  (${d.error})`);
+          for (const c of d.toolCalls) line(`  [${c.name}] ${JSON.stringify(c.input).slice(0, 200)}`);
+        if (d.error) line(`  (${d.error})`);
       } else if (e.entry.kind === "custom" && e.entry.name === "compacted") {
         const c = e.entry.data as { applied?: boolean; reason?: string };
         line(c.applied ? "(compacted: older messages are summarised)" : `(nothing compacted: ${c.reason})`);

@@ -72,6 +72,31 @@ describe("ratchet chat's printer", () => {
     );
   });
 
+  it("§17.11 the turn's committed entry may arrive before its last chunks: the answer stays on one line", () => {
+    const out = printed([
+      text('You said: "hello'),
+      entry("assistant", { text: 'You said: "hello". Bye.', toolCalls: [{ name: "ls", input: {} }] }),
+      text('". Bye.'),
+    ]);
+    expect(out).toBe('agent> You said: "hello". Bye.\n  [ls] {}\n');
+  });
+
+  it("§17.11 the next answer's first chunk ends the last one's line and prints what was held", () => {
+    const next: WatchEvent = {
+      kind: "chunk",
+      taskId: 1,
+      stream: "turn-2",
+      offset: 0,
+      data: { t: "text", d: "Done" },
+    };
+    const out = printed([
+      text("Let me look"),
+      entry("assistant", { toolCalls: [{ name: "read", input: {} }] }),
+      next,
+    ]);
+    expect(out).toBe("agent> Let me look\n  [read] {}\nagent> Done\n");
+  });
+
   it("an assistant entry's tool calls print after its answer", () => {
     const out = printed([
       text("Let me look"),
