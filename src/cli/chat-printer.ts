@@ -5,8 +5,9 @@
  * A watch orders events per source only (spec §17.11): a tool call's output or result, and even the
  * turn's own committed entry (which commits with the turn's last chunks, spec §18.10), can arrive
  * while an answer is mid-line. Such lines are held until the answer's line ends (a newline in its
- * text, the next answer's first chunk, or the end of the watch), so they never split the agent's
- * words. The answer's own stream (a rerun's notice) breaks the line at once: it is the same source.
+ * text, its stream's `finish` or `error` chunk, the next answer's first chunk, or the end of the
+ * watch), so they never split the agent's words. The answer's own stream (a rerun's notice, its
+ * finish) ends the line at once: it is the same source, so nothing of the answer can follow.
  */
 import type { AssistantData } from "../agent/agent.js";
 import type { WatchEvent } from "../agent/watch-live.js";
@@ -54,7 +55,9 @@ export function chatPrinter(write: (text: string) => void): ChatPrinter {
           write(c.d);
           mid = !c.d.endsWith("\n");
           if (!mid) breakLine();
-        } else if (c?.t === "attempt" && (c.attempt ?? 1) > 1)
+        } else if ((c?.t === "finish" || c?.t === "error") && `${e.taskId}:${e.stream}` === answer)
+          breakLine(); // the answer is whole: what waited for its line to end prints now
+        else if (c?.t === "attempt" && (c.attempt ?? 1) > 1)
           now("(the turn is requested again: its worker stopped mid-answer)");
         return;
       }

@@ -97,6 +97,21 @@ describe("ratchet chat's printer", () => {
     expect(out).toBe("agent> Let me look\n  [read] {}\nagent> Done\n");
   });
 
+  it("§17.11 the answer's finish chunk ends its line: a tool call's live output then prints at once", () => {
+    const finish: WatchEvent = { kind: "chunk", taskId: 1, stream: "turn", offset: 2, data: { t: "finish" } };
+    let out = "";
+    const p = chatPrinter((t) => {
+      out += t;
+    });
+    p.event(text("Running it"));
+    p.event(entry("assistant", { toolCalls: [{ name: "bash", input: { command: "make" } }] }));
+    expect(out).toBe("agent> Running it");
+    p.event(finish);
+    expect(out).toBe('agent> Running it\n  [bash] {"command":"make"}\n');
+    p.event(output("started\n"));
+    expect(out).toBe('agent> Running it\n  [bash] {"command":"make"}\n  | started\n');
+  });
+
   it("an assistant entry's tool calls print after its answer", () => {
     const out = printed([
       text("Let me look"),
