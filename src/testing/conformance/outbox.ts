@@ -2,7 +2,7 @@
 import { appendFacts, appendFactsOfChanges } from "../../store/outbox/facts.js";
 import { one } from "../../store/tree/program.js";
 import type { Define } from "./kit.js";
-import { rejection } from "./kit.js";
+import { claimReq, fenceOf, ids, newTask, rejection } from "./kit.js";
 
 const fact = (n: number, type = "test.fact") => ({ type, subject: `thing:${n}`, data: { n } });
 
@@ -58,6 +58,25 @@ export function registerOutboxTests(it: Define): void {
       "RATCHET_INVALID_INPUT",
     );
     expect(await store.outbox.facts(facts[449]!.seq, 10)).toEqual([]);
+  });
+
+  it("§21.17 in one settle batch, completions with facts that apply write theirs and a refused one writes none", async ({
+    store,
+    expect,
+  }) => {
+    await ids(store, [newTask(), newTask(), newTask()]);
+    const [a, b, c] = await store.claim(claimReq({ limit: 3 }));
+    const done = (t: typeof a, n: number) => ({
+      kind: "complete" as const,
+      fence: fenceOf(t!),
+      result: "null",
+      facts: [fact(n, "task.completed")],
+    });
+    const stale = { ...done(b, 2), fence: { ...fenceOf(b!), token: b!.epoch + 1 } };
+    // A plain completion rides the same batch: the batch is not the one-statement path.
+    const plain = { kind: "complete" as const, fence: fenceOf(c!), result: "null" };
+    expect(await store.settle([done(a, 1), stale, plain])).toEqual(["ok", "lease_lost", "ok"]);
+    expect((await store.outbox.facts("0", 10)).map((f) => f.data)).toEqual([{ n: 1 }]);
   });
 
   it("§21.2 a guarded write that loses yields no facts, so a lost race emits nothing", async ({
