@@ -51,6 +51,17 @@ function parked() {
   return { entered, release, main, reviewer, tools, agent };
 }
 
+/** A tool whose result hands the conversation over (spec §19.27) with `handoff`. */
+function handoffTool(handoff: { note: string; config?: { model?: string } }) {
+  return defineTool({
+    name: "pass_on",
+    description: "hand the task over",
+    schema: z.object({}),
+    replay: "safe",
+    execute: () => ({ content: "handing over", control: { handoff } }),
+  });
+}
+
 forEachBackend(() => {
   describe("reset and handoff (spec §19.26–§19.27)", () => {
     it("§19.26 a reset on an idle conversation starts a fresh context at once; its request id makes a repeat write nothing", async () => {
@@ -136,16 +147,7 @@ forEachBackend(() => {
     });
 
     it("§19.27 a tool result's control.handoff starts a fresh context after its round, under the configuration it names", async () => {
-      const passOn = defineTool({
-        name: "pass_on",
-        description: "hand the task over",
-        schema: z.object({}),
-        replay: "safe",
-        execute: () => ({
-          content: "handing over",
-          control: { handoff: { note: "continue the refactor", config: { model: "reviewer" } } },
-        }),
-      });
+      const passOn = handoffTool({ note: "continue the refactor", config: { model: "reviewer" } });
       const main = fauxModel({ scripts: [{ toolCalls: [{ id: "p1", name: "pass_on", input: {} }] }] });
       const reviewer = fauxModel({
         scripts: (_n, call) => ({ text: `took over: ${userTexts(call.prompt).join("|")}` }),
@@ -177,16 +179,7 @@ forEachBackend(() => {
     });
 
     it("§19.27 a tool's handoff with a bad configuration hands off without it, and its reset entry says why", async () => {
-      const passOn = defineTool({
-        name: "pass_on",
-        description: "hand the task over",
-        schema: z.object({}),
-        replay: "safe",
-        execute: () => ({
-          content: "handing over",
-          control: { handoff: { note: "go on", config: { model: 42 } as never } },
-        }),
-      });
+      const passOn = handoffTool({ note: "go on", config: { model: 42 } as never });
       const main = fauxModel({
         scripts: (_n, call) =>
           call.prompt.some((m) => m.role === "tool")
