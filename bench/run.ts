@@ -511,56 +511,36 @@ async function main(): Promise<void> {
   await runOutbox(args["pg-only"] ? ["pg"] : ["sqlite", "pg"]);
 }
 
+/** Prints a layer's table under its title and writes its figures to bench/results/latest-NAME(-quick).json. */
+function report(title: string, table: string, name: string, figs: unknown): void {
+  process.stdout.write(`\n${title}\n\n${table}\n`);
+  const out = join(packageRoot(), "bench", "results", `latest-${name}${QUICK ? "-quick" : ""}.json`);
+  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
+  progress(`wrote ${out}`);
+}
+
 /** The outbox figures (bench/outbox.ts): what a task's opt-in fact costs, and a sender's rate. */
 async function runOutbox(stores: ("sqlite" | "pg")[]): Promise<void> {
   const figs = await runOutboxBench({ stores, pgUrl: PG_URL, tasks: QUICK ? 500 : 5_000, runs: RUNS });
-  process.stdout.write(`\nThe outbox (spec §21)\n\n${renderOutboxFigures(figs)}\n`);
-  const out = join(
-    packageRoot(),
-    "bench",
-    "results",
-    QUICK ? "latest-outbox-quick.json" : "latest-outbox.json",
-  );
-  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
-  progress(`wrote ${out}`);
+  report("The outbox (spec §21)", renderOutboxFigures(figs), "outbox", figs);
 }
 
 /** The tool-call and compaction figures (bench/tools.ts), last. */
 async function runTools(stores: ("sqlite" | "pg")[]): Promise<void> {
   const figs = await runToolBench({ stores, pgUrl: PG_URL, conversations: QUICK ? 8 : 64, runs: RUNS });
-  process.stdout.write(`\nTool calls and compaction (spec §19)\n\n${renderToolFigures(figs)}\n`);
-  const name = QUICK ? "latest-tools-quick.json" : "latest-tools.json";
-  const out = join(packageRoot(), "bench", "results", name);
-  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
-  progress(`wrote ${out}`);
+  report("Tool calls and compaction (spec §19)", renderToolFigures(figs), "tools", figs);
 }
 
 /** The model turn figures (bench/models.ts), after the conversation figures. */
 async function runModels(stores: ("sqlite" | "pg")[]): Promise<void> {
   const figs = await runModelBench({ stores, pgUrl: PG_URL, turns: QUICK ? 200 : 2_000, runs: RUNS });
-  process.stdout.write(`\nModel turns (spec §18)\n\n${renderModelFigures(figs)}\n`);
-  const out = join(
-    packageRoot(),
-    "bench",
-    "results",
-    QUICK ? "latest-models-quick.json" : "latest-models.json",
-  );
-  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
-  progress(`wrote ${out}`);
+  report("Model turns (spec §18)", renderModelFigures(figs), "models", figs);
 }
 
 /** The durable output stream figures (bench/streams.ts), after the rest. */
 async function runStreams(stores: ("sqlite" | "pg")[]): Promise<void> {
   const figs = await runStreamBench({ stores, pgUrl: PG_URL, seconds: QUICK ? 1 : 3, runs: RUNS });
-  process.stdout.write(`\nDurable output streams (spec §16)\n\n${renderStreamFigures(figs)}\n`);
-  const out = join(
-    packageRoot(),
-    "bench",
-    "results",
-    QUICK ? "latest-streams-quick.json" : "latest-streams.json",
-  );
-  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
-  progress(`wrote ${out}`);
+  report("Durable output streams (spec §16)", renderStreamFigures(figs), "streams", figs);
 }
 
 /** The conversation figures (bench/conversations.ts), after the stream figures. */
@@ -571,15 +551,7 @@ async function runConversations(stores: ("sqlite" | "pg")[]): Promise<void> {
     commits: QUICK ? 200 : 2_000,
     runs: RUNS,
   });
-  process.stdout.write(`\nConversations (spec §17)\n\n${renderConversationFigures(figs)}\n`);
-  const out = join(
-    packageRoot(),
-    "bench",
-    "results",
-    QUICK ? "latest-conversations-quick.json" : "latest-conversations.json",
-  );
-  writeFileSync(out, `${JSON.stringify({ runs: RUNS, quick: QUICK, figures: figs }, null, 2)}\n`);
-  progress(`wrote ${out}`);
+  report("Conversations (spec §17)", renderConversationFigures(figs), "conversations", figs);
 }
 
 await main();
