@@ -3,7 +3,9 @@ import { systemClock } from "../../src/core/clock.js";
 import type { TaskContext } from "../../src/engine/context.js";
 import { settleBacklog } from "../../src/engine/driver.js";
 import { defineTask, Ratchet, type RatchetError } from "../../src/index.js";
-import type { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { PG_URL } from "../pg-available.js";
 import { overriding } from "../store-override.js";
 import {
   aborted,
@@ -365,6 +367,76 @@ forEachBackend(() => {
       expect(claims.slice(before)).toEqual([2]);
       gate.resolve();
       vi.useRealTimers();
+    });
+
+    it("§10.5 §13.6 a worker subscribes to wake-ups at its first wait for work, not while its claims come back full; then another instance's enqueue wakes it", async () => {
+      const loc = sharedStoreOptions();
+      const at = String(loc.store);
+      const inner =
+        at === PG_URL
+          ? new PostgresStore({ connectionString: PG_URL, schema: loc.postgres!.schema! })
+          : new SqliteStore({ path: at.slice("sqlite:".length), clock: systemClock });
+      onCleanup(() => inner.close());
+      const log: string[] = [];
+      const store = overriding(inner, {
+        subscribe: async (onWake: () => void) => {
+          log.push("subscribe");
+          return inner.subscribe!(onWake);
+        },
+        claim: async (req: Parameters<typeof inner.claim>[0]) => {
+          const got = await inner.claim(req);
+          log.push(got.length < req.limit ? "short" : "full");
+          return got;
+        },
+      });
+      let runs = 0;
+      const t = defineTask({
+        name: "count",
+        run: () => {
+          runs++;
+          return null;
+        },
+      });
+      // The poll is ten minutes away: only a wake-up starts what another instance enqueues.
+      const r = await openRatchet([t], { store, pollIntervalMs: 600_000 });
+      await r.enqueueMany(Array.from({ length: 40 }, () => ({ task: t })));
+      await r.start({ concurrency: 4 });
+      await until(
+        () => runs === 40 && log.includes("subscribe"),
+        "the backlog to run and the worker to subscribe",
+      );
+      const first = log.indexOf("subscribe");
+      // Full claims of the free slots while the backlog lasted, no subscription among them.
+      expect(log.slice(0, first).filter((x) => x === "full").length).toBeGreaterThanOrEqual(5);
+      expect(log[first - 1]).toBe("short");
+      const other = await openAt(loc, [t]);
+      await other.enqueue(t, undefined);
+      await until(() => runs === 41, "the other instance's task to run on the wake-up");
+      expect(log.filter((x) => x === "subscribe")).toEqual(["subscribe"]);
+    });
+
+    it("§13.6 a worker whose subscription to wake-ups fails polls instead: it logs the failure once and still runs what is enqueued", async () => {
+      const inner = await createStore(systemClock);
+      let subscribes = 0;
+      const store = overriding(inner, {
+        subscribe: async () => {
+          subscribes++;
+          throw new Error("no LISTEN for you");
+        },
+      });
+      const errors: string[] = [];
+      const logger = { ...silentLogger, error: (msg: string) => errors.push(msg) };
+      const t = defineTask({ name: "polled", run: () => "ran" });
+      const r = await openRatchet([t], { store, pollIntervalMs: 20, logger });
+      await r.start({ concurrency: 2 });
+      await until(() => subscribes === 1, "the worker's first wait for work");
+      const id = await r.enqueue(t, undefined);
+      expect((await r.waitFor(id, { timeoutMs: 5_000 })).result).toBe("ran");
+      const later = await r.enqueue(t, undefined);
+      expect((await r.waitFor(later, { timeoutMs: 5_000 })).result).toBe("ran");
+      expect(subscribes).toBe(1);
+      expect(errors).toEqual(["cannot subscribe to wake-ups; the worker polls"]);
+      await r.stop();
     });
 
     it("§12.10 a worker's maintenance runs beside its claims: a reconcile that hangs holds no task back", async () => {
