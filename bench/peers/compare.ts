@@ -79,6 +79,7 @@ const { values: args } = parseArgs({
     "redis-url": { type: "string" },
     dir: { type: "string" },
     "all-runs": { type: "boolean", default: false },
+    "no-warmup": { type: "boolean", default: false },
     help: { type: "boolean", short: "h", default: false },
   },
 });
@@ -98,6 +99,7 @@ if (args.help) {
       "               (a prefix selects a group: w1, w2; case-insensitive; w6 runs w2-c16, w5 and w5m,\n" +
       "               whose RSS it reports)\n" +
       "  --all-runs   W5m and W5b in every run (default: the first run only)\n" +
+      "  --no-warmup  leave out the untimed warm-up of the driver's engines before run 1 (see WARMUP)\n" +
       "  the JSON goes to peers/results/latest.json, or latest-partial.json with --only/--skip/--figures\n" +
       "  --pg-url     default: env RATCHET_PG_URL, else postgres://postgres@127.0.0.1:5432/test\n" +
       "  --redis-url  default: env REDIS_URL, else redis://127.0.0.1:6379\n" +
@@ -194,6 +196,46 @@ async function enqueueAll(a: Adapter, n: number, batch: number, first = 0): Prom
     const size = Math.min(batch, n - i);
     await a.enqueueBatch(Array.from({ length: size }, (_, k) => payload(first + i + k)));
   }
+}
+
+/**
+ * Before run 1, every engine that runs in this (the driver's) process does the driver's work once,
+ * untimed: WARMUP.batches batches of W1's size, WARMUP.singles single enqueues and (with W4) a few
+ * tasks of steps. Without it, the process's first measurement paid what its process pays once (V8's
+ * young generation growing to its working size, the allocator's and SQLite's first pages, the
+ * harness's own code and better-sqlite3's JavaScript compiled), and the engine listed first always
+ * took that measurement: W1 batch on SQLite, five runs each, plainjob first 243k and 247k in its run
+ * 1 against 317–388k in runs 2–5, and second (after Ratchet) 317–370k in every run (2026-12-07,
+ * issue 43). Worker processes (W2, W3, W5) are fresh per measurement and are not warmed: a worker's
+ * start-up is part of what those figures time. `--no-warmup` measures the cold first runs.
+ */
+const WARMUP = { batches: 20, singles: 200, stepTasks: 20 };
+
+async function warmUp(adapters: Adapter[], steppers: StepsAdapter[]): Promise<void> {
+  const s0 = performance.now();
+  for (const a of adapters) {
+    await a.setup();
+    try {
+      await enqueueAll(a, WARMUP.batches * SIZE.batch, SIZE.batch);
+      for (let i = 0; i < WARMUP.singles; i++) await a.enqueueOne(payload(i));
+    } finally {
+      await a.teardown();
+    }
+  }
+  for (const a of steppers) {
+    await a.setup();
+    try {
+      await a.runSteps({
+        tasks: WARMUP.stepTasks,
+        steps: SIZE.steps,
+        inFlight: SIZE.inFlight,
+        onStep: () => {},
+      });
+    } finally {
+      await a.teardown();
+    }
+  }
+  progress(`warm-up of the driver's engines (untimed): ${((performance.now() - s0) / 1000).toFixed(1)} s`);
 }
 
 // ------------------------------------------------------------------ figures
@@ -962,6 +1004,11 @@ async function main(): Promise<void> {
       );
     }
   };
+  if (!args["no-warmup"])
+    await warmUp(
+      queues.map((q) => q.a.adapter),
+      figureWanted(STEPS_FIGURE.id) ? stepsers.map((s) => s.a) : [],
+    );
   const t0 = performance.now();
   for (let run = 1; run <= RUNS; run++) {
     for (const { key, a: q } of queues) {
