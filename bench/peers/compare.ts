@@ -90,6 +90,7 @@ if (args.help) {
       "         [--pg-url URL] [--redis-url URL] [--dir PATH]\n" +
       "  engines: ratchet-sqlite, plainjob, ratchet-pg, graphile-worker, pg-boss, bullmq, dbos,\n" +
       "           ratchet-sqlite-p0, ratchet-pg-p0 (Ratchet at its default prefetch 0),\n" +
+      "           graphile-worker-defaults (graphile-worker without its performance preset),\n" +
       "           floor-sqlite, floor-pg (the least each store allows for W2: peers/floor.ts),\n" +
       "           floor-lease-pg (floor-pg with Ratchet's rules for a claim and a completion)\n" +
       "  --quick      2,000 jobs (batches of 100), 100 × 10 steps; a smoke run\n" +
@@ -671,13 +672,36 @@ const CALM_MAX_MS = 10_000;
  * for at most 10 s. The full run of 7b564ba had W4 of ratchet-sqlite, whose runs last 0.1–0.3 s and
  * came right after floor-lease-pg's two-process drains, at 37,857–61,302 steps/s, where the figure
  * alone gave 60,015–100,734. Returns how long it waited, and whether the machine never calmed.
+ *
+ * Before the CHECKPOINT, a VACUUM of the catalog tables that a schema's creation and drop leave dead
+ * rows in (CATALOGS): every PostgreSQL figure run creates and drops a schema (Ratchet's has ~36
+ * objects), and on a server with autovacuum off (this machine's, set in its configuration file) the
+ * dead rows stay: after a session of runs, 490k dead rows in pg_attribute, 220k in pg_depend, 90k in
+ * pg_class, and every engine's drains ~15 % slower (W2 c16, three runs before and after one VACUUM
+ * of them, 2026-12-07: ratchet-pg 21.7k → 24.8k jobs/s, graphile-worker 13.4k → 15.7k). Each engine's
+ * figures drifted down across a run as a result.
  */
+const CATALOGS = [
+  "pg_attribute",
+  "pg_depend",
+  "pg_class",
+  "pg_index",
+  "pg_type",
+  "pg_constraint",
+  "pg_attrdef",
+  "pg_sequence",
+  "pg_proc",
+  "pg_trigger",
+  "pg_namespace",
+];
+
 async function calm(postgres: boolean): Promise<{ ms: number; timedOut: boolean }> {
   const t0 = performance.now();
   if (postgres) {
     try {
       const c = await pgClient(targets.pgUrl);
       try {
+        for (const t of CATALOGS) await c.query(`VACUUM pg_catalog.${t}`);
         await c.query("CHECKPOINT");
       } finally {
         await c.end();
@@ -1120,7 +1144,7 @@ async function main(): Promise<void> {
   );
   if (calmWaits.length)
     lines.push(
-      `Before each of the ${calmWaits.length} figure runs: a CHECKPOINT, a GC of the driver${(globalThis as { gc?: unknown }).gc ? "" : " (not exposed: run node with --expose-gc)"}, and a wait for ${CALM_IDLE * 100} % idle cores over ${CALM_WINDOW_MS} ms (median ${fmtInt.format(median(calmWaits))} ms, most ${fmtInt.format(Math.max(...calmWaits))} ms; ${calmTimeouts} not idle within ${CALM_MAX_MS / 1000} s).`,
+      `Before each of the ${calmWaits.length} figure runs: a VACUUM of the catalog tables and a CHECKPOINT, a GC of the driver${(globalThis as { gc?: unknown }).gc ? "" : " (not exposed: run node with --expose-gc)"}, and a wait for ${CALM_IDLE * 100} % idle cores over ${CALM_WINDOW_MS} ms (median ${fmtInt.format(median(calmWaits))} ms, most ${fmtInt.format(Math.max(...calmWaits))} ms; ${calmTimeouts} not idle within ${CALM_MAX_MS / 1000} s).`,
     );
   const described = [...queues.map(({ key, a }) => ({ key, a: a.adapter })), ...stepsers];
   const rows = new Map<string, { backend: string; durable: boolean }>();
@@ -1172,6 +1196,7 @@ async function main(): Promise<void> {
     ["ratchet-pg", "dbos"],
     ["ratchet-sqlite-p0", "plainjob"],
     ["ratchet-pg-p0", "graphile-worker"],
+    ["ratchet-pg-p0", "graphile-worker-defaults"],
     ["ratchet-pg-p0", "dbos"],
     ["ratchet-sqlite", "dbos"],
     ["ratchet-sqlite", "floor-sqlite"],

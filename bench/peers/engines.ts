@@ -26,6 +26,11 @@ export const QUEUE_ENGINES: Record<string, { needs: Needs; load: () => Promise<Q
     needs: "postgres",
     load: async () => (await import("./graphile-worker.js")).graphileWorker,
   },
+  // At its own defaults (no preset), beside ratchet-pg-p0: each engine as it comes.
+  "graphile-worker-defaults": {
+    needs: "postgres",
+    load: async () => (await import("./graphile-worker.js")).graphileWorkerDefaults,
+  },
   "pg-boss": { needs: "postgres", load: async () => (await import("./pg-boss.js")).pgBoss },
   bullmq: { needs: "redis", load: async () => (await import("./bullmq.js")).bullmq },
   // Not peers: the least each store allows for W2 (floor.ts), the bound the targets are checked against.

@@ -21,7 +21,7 @@ import {
   type WorkerOptions,
 } from "./adapter.js";
 
-async function adapter(t: Targets): Promise<Adapter> {
+async function adapter(t: Targets, preset: boolean): Promise<Adapter> {
   const gw = await loadPeer("graphile-worker");
   const silent = new gw.Logger(() => () => {});
   let schema = "";
@@ -29,12 +29,14 @@ async function adapter(t: Targets): Promise<Adapter> {
   let admin: any;
 
   return {
-    name: "graphile-worker",
+    name: preset ? "graphile-worker" : "graphile-worker (defaults)",
     backend: "postgres",
     durable: true,
     notes:
       "0.17: addJob / addJobs; worker `concurrency` = the figure's concurrency, maxPoolSize max(10, c+2), " +
-      "preset localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0 (the settings of its own performance page); " +
+      (preset
+        ? "preset localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0 (the settings of its own performance page); "
+        : "no preset (its defaults: no local queue, completions not batched); ") +
       "pollInterval default (2 s; jobs arrive by LISTEN/NOTIFY or are already queued)",
     async setup() {
       schema = `bench_gw_${rand()}`;
@@ -67,33 +69,52 @@ async function adapter(t: Targets): Promise<Adapter> {
   };
 }
 
-async function startWorker(t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) {
-  const gw = await loadPeer("graphile-worker");
-  const runner = await gw.run({
-    connectionString: t.pgUrl,
-    schema: ref.schema,
-    concurrency,
-    maxPoolSize: Math.max(10, concurrency + 2),
-    noHandleSignals: true,
-    logger: new gw.Logger(() => () => {}),
-    taskList: {
-      noop: async (payload: Payload) => {
-        onJob(payload);
+/**
+ * `preset`: the performance page's settings above; without, graphile-worker's own defaults (no local
+ * queue: each worker fetches one job per round trip; completions written as they come), the
+ * counterpart of Ratchet at its default prefetch 0 (the ratchet-*-p0 engines).
+ */
+const startWorker =
+  (preset: boolean) =>
+  async (t: Targets, ref: StoreRef, { concurrency, onJob }: WorkerOptions) => {
+    const gw = await loadPeer("graphile-worker");
+    const runner = await gw.run({
+      connectionString: t.pgUrl,
+      schema: ref.schema,
+      concurrency,
+      maxPoolSize: Math.max(10, concurrency + 2),
+      noHandleSignals: true,
+      logger: new gw.Logger(() => () => {}),
+      taskList: {
+        noop: async (payload: Payload) => {
+          onJob(payload);
+        },
       },
-    },
-    preset: {
-      worker: {
-        localQueue: { size: 500 },
-        completeJobBatchDelay: 0,
-        failJobBatchDelay: 0,
+      ...(preset
+        ? {
+            preset: {
+              worker: {
+                localQueue: { size: 500 },
+                completeJobBatchDelay: 0,
+                failJobBatchDelay: 0,
+              },
+            },
+          }
+        : {}),
+    });
+    return {
+      async stop() {
+        await runner.stop();
       },
-    },
-  });
-  return {
-    async stop() {
-      await runner.stop();
-    },
+    };
   };
-}
 
-export const graphileWorker: QueueEngine = { adapter, startWorker };
+export const graphileWorker: QueueEngine = {
+  adapter: (t) => adapter(t, true),
+  startWorker: startWorker(true),
+};
+/** graphile-worker at its own defaults (no preset), beside Ratchet at its own (ratchet-pg-p0). */
+export const graphileWorkerDefaults: QueueEngine = {
+  adapter: (t) => adapter(t, false),
+  startWorker: startWorker(false),
+};
