@@ -105,8 +105,6 @@ export interface UsageOps {
   recordUsage(rows: readonly UsageRow[], fence: Fence | null): Promise<SettleResult>;
   /** A step's result and its usage rows in one fenced transaction; a repeat changes nothing. */
   commitStepWithUsage(w: StepUsageWrite): Promise<SettleResult>;
-  /** Several of them (each fenced on its own) in one transaction: a group commit (spec §18.8). */
-  commitStepsWithUsage(items: readonly StepUsageWrite[]): Promise<SettleResult[]>;
   /**
    * spec §18.10: turns, each fenced on its own, in one transaction: a turn's stream batches are
    * appended first (as appendStreams would, spec §16.3–§16.4), then its step and usage rows unless a
@@ -210,13 +208,6 @@ function* insertStep(w: StepUsageWrite, attempts: number): Program<void> {
     { id: w.fence.taskId, name: w.name, result: w.result, attempt: attempts },
   );
   yield* insertRows(w.rows);
-}
-
-/** spec §18.8: each write fenced on its own; one transaction for all. */
-export function* commitStepsWithUsage(items: readonly StepUsageWrite[]): Program<SettleResult[]> {
-  const out: SettleResult[] = [];
-  for (const w of items) out.push(yield* commitStepWithUsage(w));
-  return out;
 }
 
 /**
@@ -383,12 +374,6 @@ export function usageOps(write: ProgramRunner, read: ProgramRunner = write): Usa
     commitStepWithUsage: async (w) => {
       checkStepWrite(w);
       return write(() => commitStepWithUsage(w));
-    },
-    commitStepsWithUsage: async (items) => {
-      if (!Array.isArray(items) || items.length > MAX_STEP_WRITES)
-        throw new ValidationError(`at most ${MAX_STEP_WRITES} step writes per call`);
-      for (const w of items) checkStepWrite(w);
-      return items.length === 0 ? [] : write(() => commitStepsWithUsage(items));
     },
     commitTurns: async (items) => {
       if (!Array.isArray(items) || items.length > MAX_STEP_WRITES)

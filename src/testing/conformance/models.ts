@@ -206,11 +206,16 @@ export function registerModelTests(it: Define): void {
       name: "turn",
       result: "1",
       rows: [row(`g${x.id}`, { taskId: x.id })],
+      streams: [],
     });
-    expect(await store.usage.commitStepsWithUsage([w(a), w(b)])).toEqual(["ok", "lease_lost"]);
+    // The group commit is commitTurns (spec §18.10); a turn that streamed nothing carries no batch.
+    expect(await store.usage.commitTurns([w(a), w(b)])).toEqual([
+      { streams: [], step: "ok" },
+      { streams: [], step: "lease_lost" },
+    ]);
     expect((await store.usage.usageTotals()).responses).toBe(1);
     expect((await store.loadSteps(a.id)).get("turn")).toBe(1);
-    expect(await store.usage.commitStepsWithUsage([])).toEqual([]);
+    expect(await store.usage.commitTurns([])).toEqual([]);
   });
 
   it("§18.8 a batch with one bad row writes nothing", async ({ store, expect }) => {
