@@ -132,6 +132,18 @@ function claimableOf(registry: ReadonlyMap<string, TaskDefinition>): {
   };
 }
 
+/** The worker start() runs in an instance (spec §8.1). */
+interface StartedWorker {
+  driver: Driver;
+  loop: Promise<void>;
+  stop: boolean;
+  shutdownTimeoutMs: number;
+  queues: string[] | undefined;
+  /** The wake-up subscription (spec §10.5, §13.6), made at the worker's first wait for work. */
+  listening: Promise<(() => Promise<void>) | undefined> | undefined;
+  server?: { close(): Promise<void>; url: string };
+}
+
 export class Ratchet {
   readonly store: Store;
   readonly workerId: string;
@@ -143,18 +155,7 @@ export class Ratchet {
   readonly #settler: Batcher<Settlement, SettleResult>;
   readonly #deps: ExecutorDeps;
   readonly #settledListeners = new Set<(id: TaskId) => void>();
-  #worker:
-    | {
-        driver: Driver;
-        loop: Promise<void>;
-        stop: boolean;
-        shutdownTimeoutMs: number;
-        queues: string[] | undefined;
-        /** The wake-up subscription (spec §10.5, §13.6), made at the worker's first wait for work. */
-        listening: Promise<(() => Promise<void>) | undefined> | undefined;
-        server?: { close(): Promise<void>; url: string };
-      }
-    | undefined;
+  #worker: StartedWorker | undefined;
   #ticks = new Set<Driver>();
   /** What this instance's drivers did since open (for /metrics of a serving worker). */
   readonly #counters: WorkerCounters = { claims: 0, reclaims: 0, reports: {} };
@@ -435,14 +436,13 @@ export class Ratchet {
       undefined,
       prefetch,
     );
-    const w = {
+    const w: StartedWorker = {
       driver,
       loop: Promise.resolve(),
       stop: false,
       shutdownTimeoutMs: opts.shutdownTimeoutMs ?? 10_000,
       queues,
       listening: undefined,
-      server: undefined as { close(): Promise<void>; url: string } | undefined,
     };
     this.#worker = w;
     w.loop = this.#workerLoop(w);
@@ -652,7 +652,7 @@ export class Ratchet {
    * subscribe), and the poll (spec §8.1) stays. A subscription that fails leaves the worker
    * polling, logged once.
    */
-  #listen(w: { listening: Promise<(() => Promise<void>) | undefined> | undefined }): void {
+  #listen(w: StartedWorker): void {
     if (w.listening || !this.store.subscribe) return;
     w.listening = this.store
       .subscribe(() => this.#wakeup.notify())
@@ -662,11 +662,7 @@ export class Ratchet {
       });
   }
 
-  async #workerLoop(w: {
-    driver: Driver;
-    stop: boolean;
-    listening: Promise<(() => Promise<void>) | undefined> | undefined;
-  }): Promise<void> {
+  async #workerLoop(w: StartedWorker): Promise<void> {
     const pollMin = Math.min(5, this.#o.pollIntervalMs);
     let delay = pollMin;
     // spec §12.10: the first pass an interval after open's reconcile, which a worker started right
