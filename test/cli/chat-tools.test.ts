@@ -120,6 +120,10 @@ it("§19.32 §19.10 kill -9 during a bash call, then ratchet chat ID: the safe c
   } finally {
     clearInterval(feeder);
   }
+  // Tool results and the answer are different sources of the watch, ordered each on its own (spec
+  // §17.11): the answer's last words can print before a result's line arrives.
+  await out.until(/\[bash error\] bash was interrupted: the worker running it stopped/);
+  await out.until(/\[read\] /);
   expect(out.text).toMatch(/\[bash error\] bash was interrupted: the worker running it stopped/);
   expect(out.text).toMatch(/\[read\] /);
   await out.until(/agent> You said: "next"/);

@@ -66,6 +66,9 @@ describe("LISTEN/NOTIFY wakes an idle PostgreSQL worker process", () => {
     await w.waitFor("ready");
     w.send("go");
     await w.waitFor("started");
+    // spec §13.6: the worker LISTENs from its first empty claim on, and the new subscription wakes it
+    // once; idle means after that wake-up, so that a later wake can only be a NOTIFY's.
+    await w.waitForIndex("the wake-up of its new LISTEN", (m) => m.type === "wake", { from: 0 });
     await idle(w);
     return w;
   }
