@@ -1,7 +1,7 @@
 /** A level-triggered wake-up: `wait(ms)` resolves at the next `notify()` or after ms. */
 export class Wakeup {
   #pending = false;
-  #waiters: (() => void)[] = [];
+  readonly #waiters: (() => void)[] = [];
 
   notify(): void {
     this.#pending = true;
@@ -9,8 +9,12 @@ export class Wakeup {
     // loop below only ever sees arrays of waiters (an empty literal has another map in V8, and meeting
     // both deoptimized the code this is inlined into).
     if (this.#waiters.length === 0) return;
-    const ws = this.#waiters;
-    this.#waiters = [];
+    // The waiters are taken out of the one array this object keeps, not swapped for a new array:
+    // the field is then never written again, and code that inlined this method stays valid. A
+    // swap made the field mutable at the first notify that found a waiter, and V8 threw away the
+    // optimized code of the driver's slot release that had folded the field in (`--trace-deopt`
+    // with `--trace-generalization`, a fresh worker's drain: "code dependencies").
+    const ws = this.#waiters.splice(0);
     for (const w of ws) w();
   }
 
@@ -37,7 +41,8 @@ export class Wakeup {
       this.#waiters.push(done);
       timer = setTimeout(
         () => {
-          this.#waiters = this.#waiters.filter((w) => w !== done);
+          const i = this.#waiters.indexOf(done);
+          if (i >= 0) this.#waiters.splice(i, 1);
           resolve(false);
         },
         Math.max(0, Math.min(ms, 2 ** 31 - 1)),
