@@ -18,18 +18,18 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { defineTask, Ratchet, silentLogger } from "../src/index.js";
+import { PG_RUN_OPTIONS } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
-    tasks: { type: "string", default: "20000" },
+    tasks: PG_RUN_OPTIONS.tasks,
+    "pg-url": PG_RUN_OPTIONS["pg-url"],
     procs: { type: "string", default: "1,2" },
-    "pg-url": {
-      type: "string",
-      default: process.env.RATCHET_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
-    },
     worker: { type: "string" },
   },
 });
+/** The longest a drain may take before the run fails (a worker that died leaves tasks live). */
+const DRAIN_LIMIT_MS = 120_000;
 const URL = args["pg-url"]!;
 const noop = defineTask({ name: "noop", run: () => null });
 
@@ -72,6 +72,8 @@ async function measure(procs: number, tasks: number): Promise<void> {
       let live = 0;
       for (const q of await r.depths()) live += q.live;
       if (live === 0) break;
+      if (performance.now() - t0 > DRAIN_LIMIT_MS)
+        throw new Error(`${live} tasks still live after ${DRAIN_LIMIT_MS} ms: did a worker die?`);
       await new Promise((res) => setTimeout(res, 5));
     }
     const ms = performance.now() - t0;

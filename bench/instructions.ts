@@ -76,7 +76,7 @@ function counts(file: string): Record<string, number> {
     maxBuffer: 256 * 1024 * 1024,
   });
   if (res.status !== 0) throw new Error(`callgrind_annotate failed: ${res.stderr}`);
-  const out: Record<string, number> = { total: 0, sqlite: 0, node: 0, libc: 0, other: 0 };
+  const out: Record<string, number> = { total: 0, sqlite: 0, node: 0, libc: 0 };
   for (const line of res.stdout.split("\n")) {
     const m = /^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$/.exec(line);
     if (!m) continue;
@@ -87,16 +87,11 @@ function counts(file: string): Record<string, number> {
       continue;
     }
     const ob = /\[([^\]]*)\]\s*$/.exec(rest)?.[1] ?? "";
-    const key = ob.endsWith("better_sqlite3.node")
-      ? "sqlite"
-      : ob.endsWith("/node")
-        ? "node"
-        : ob.includes("libc.so")
-          ? "libc"
-          : "other";
-    out[key]! += n;
+    if (ob.endsWith("better_sqlite3.node")) out.sqlite! += n;
+    else if (ob.endsWith("/node")) out.node! += n;
+    else if (ob.includes("libc.so")) out.libc! += n;
   }
-  // What the listing does not name (the JIT's code) is the rest of the total.
+  // The rest of the total: the JIT's code (no object file) and the other libraries.
   out.other = out.total! - out.sqlite! - out.node! - out.libc!;
   return out;
 }
